@@ -1,0 +1,1 @@
+# Each component appends its atlas_add_microbench(...) call here.
