@@ -1,0 +1,341 @@
+// Real sockets on 127.0.0.1, both I/O backends: transfers of every size class, ordering,
+// back-pressure, truncation, dead peers, authentication, strangers.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "tests/transport/loopback_util.h"
+#include "transport/net.h"
+
+namespace atlas::transport {
+namespace {
+
+using testing::connectPair;
+using testing::fillPattern;
+using testing::loopbackConfig;
+using testing::Pair;
+using testing::waitFor;
+
+class LoopbackTest : public ::testing::TestWithParam<IoBackend> {
+  protected:
+    void SetUp() override {
+        auto t = Transport::create(cfg());
+        if (!t.isOk() && GetParam() == IoBackend::kUring) {
+            GTEST_SKIP() << "io_uring unavailable: " << t.status().toString();
+        }
+        ASSERT_TRUE(t.isOk()) << t.status().toString();
+        t_ = std::move(t.value());
+    }
+    virtual TransportConfig cfg() {
+        auto c = loopbackConfig(GetParam());
+        c.nstreams = 4;
+        c.chunk_bytes = 64 * 1024;
+        c.inline_bytes = 1024;
+        return c;
+    }
+    void roundTrip(Pair& p, size_t send_size, size_t recv_capacity, uint64_t seed) {
+        std::vector<uint8_t> src(send_size), dst(recv_capacity, 0xEE);
+        fillPattern(src, seed);
+        Request* rr = nullptr;
+        Request* sr = nullptr;
+        ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+        ASSERT_NE(rr, nullptr);
+        ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
+        ASSERT_NE(sr, nullptr);
+        size_t ssize = 0, rsize = 0;
+        ASSERT_TRUE(waitFor(sr, &ssize).isOk());
+        Status st = waitFor(rr, &rsize);
+        ASSERT_TRUE(st.isOk()) << st.toString();
+        EXPECT_EQ(ssize, send_size);
+        EXPECT_EQ(rsize, send_size);
+        ASSERT_EQ(0, std::memcmp(src.data(), dst.data(), send_size)) << "size " << send_size;
+        for (size_t i = send_size; i < recv_capacity; ++i) {
+            ASSERT_EQ(dst[i], 0xEE) << "wrote past the message at " << i;
+        }
+    }
+    std::unique_ptr<Transport> t_;
+};
+
+TEST_P(LoopbackTest, SizesAreByteExact) {
+    Pair p;
+    ASSERT_TRUE(connectPair(*t_, *t_, &p).isOk());
+    EXPECT_EQ(p.send->info().nstreams, 4);
+    EXPECT_EQ(p.recv->info().nstreams, 4);
+    const size_t sizes[] = {0,
+                            1,
+                            127,
+                            128,
+                            129,
+                            1023,
+                            1024,
+                            1025,
+                            65535,
+                            65536,
+                            65537,
+                            1 << 20,
+                            3 * (1 << 20) + 7,
+                            17 * (1 << 20) + 13};
+    uint64_t seed = 1;
+    for (size_t s : sizes) {
+        roundTrip(p, s, s, seed++);
+    }
+}
+
+TEST_P(LoopbackTest, ReceiveLargerThanSendReportsRealSize) {
+    Pair p;
+    ASSERT_TRUE(connectPair(*t_, *t_, &p).isOk());
+    roundTrip(p, 100, 4096, 7);
+    roundTrip(p, 300000, 1 << 20, 8);
+}
+
+TEST_P(LoopbackTest, ThirtyTwoOutstandingThenBackPressure) {
+    Pair p;
+    ASSERT_TRUE(connectPair(*t_, *t_, &p).isOk());
+    constexpr int kN = kMaxRequests;
+    std::vector<std::vector<uint8_t>> src(kN), dst(kN);
+    std::vector<Request*> sreq(kN), rreq(kN);
+    for (int i = 0; i < kN; ++i) {
+        src[i].resize(static_cast<size_t>(i) * 5000 + 1);
+        fillPattern(src[i], static_cast<uint64_t>(i) + 100);
+        dst[i].resize(src[i].size());
+        ASSERT_TRUE(p.send->isend(src[i].data(), src[i].size(), &sreq[i]).isOk());
+        ASSERT_NE(sreq[i], nullptr) << i;
+    }
+    Request* extra = reinterpret_cast<Request*>(0x1);
+    uint8_t b = 0;
+    ASSERT_TRUE(p.send->isend(&b, 1, &extra).isOk());
+    EXPECT_EQ(extra, nullptr) << "33rd outstanding send must be refused with a NULL request";
+    for (int i = 0; i < kN; ++i) {
+        ASSERT_TRUE(p.recv->irecv(dst[i].data(), dst[i].size(), &rreq[i]).isOk());
+        ASSERT_NE(rreq[i], nullptr);
+    }
+    for (int i = 0; i < kN; ++i) {
+        size_t n = 0;
+        ASSERT_TRUE(waitFor(sreq[i], &n).isOk());
+        ASSERT_TRUE(waitFor(rreq[i], &n).isOk());
+        EXPECT_EQ(n, src[i].size());
+        EXPECT_EQ(src[i], dst[i]) << i;
+    }
+}
+
+TEST_P(LoopbackTest, SenderAheadOfReceiverParksStreams) {
+    // Many messages in flight before any receive is posted: frames for unposted receives wait
+    // in the kernel, then land in order once posted.
+    Pair p;
+    ASSERT_TRUE(connectPair(*t_, *t_, &p).isOk());
+    constexpr int kN = 20;
+    std::vector<std::vector<uint8_t>> src(kN), dst(kN);
+    std::vector<Request*> sreq(kN), rreq(kN);
+    for (int i = 0; i < kN; ++i) {
+        src[i].resize(i % 2 ? 10 : 300000);  // interleave inline and striped messages
+        fillPattern(src[i], static_cast<uint64_t>(i));
+        dst[i].resize(src[i].size());
+        ASSERT_TRUE(p.send->isend(src[i].data(), src[i].size(), &sreq[i]).isOk());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int i = 0; i < kN; ++i) {
+        ASSERT_TRUE(p.recv->irecv(dst[i].data(), dst[i].size(), &rreq[i]).isOk());
+        size_t n = 0;
+        ASSERT_TRUE(waitFor(rreq[i], &n).isOk());
+        EXPECT_EQ(src[i], dst[i]) << i;
+    }
+    for (int i = 0; i < kN; ++i) {
+        size_t n = 0;
+        ASSERT_TRUE(waitFor(sreq[i], &n).isOk());
+    }
+}
+
+TEST_P(LoopbackTest, TruncationIsInvalidUsage) {
+    Pair p;
+    ASSERT_TRUE(connectPair(*t_, *t_, &p).isOk());
+    for (size_t send_size : {size_t{200}, size_t{400000}}) {
+        Pair q;
+        ASSERT_TRUE(connectPair(*t_, *t_, &q).isOk());
+        std::vector<uint8_t> src(send_size, 1), dst(send_size / 2);
+        Request *sr = nullptr, *rr = nullptr;
+        ASSERT_TRUE(q.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+        ASSERT_TRUE(q.send->isend(src.data(), src.size(), &sr).isOk());
+        size_t n = 0;
+        Status st = waitFor(rr, &n);
+        EXPECT_EQ(st.code(), Code::kInvalidUsage) << st.toString();
+        EXPECT_NE(st.message().find("truncated"), std::string::npos) << st.message();
+        // Sticky: the next receive reports the same error.
+        Request* r2 = nullptr;
+        EXPECT_EQ(q.recv->irecv(dst.data(), dst.size(), &r2).code(), Code::kInvalidUsage);
+    }
+}
+
+TEST_P(LoopbackTest, PeerCloseFailsPendingReceive) {
+    Pair p;
+    ASSERT_TRUE(connectPair(*t_, *t_, &p).isOk());
+    std::vector<uint8_t> dst(1 << 20);
+    Request* rr = nullptr;
+    ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+    ASSERT_TRUE(p.send->close().isOk());
+    size_t n = 0;
+    Status st = waitFor(rr, &n, std::chrono::milliseconds(5000));
+    EXPECT_EQ(st.code(), Code::kRemote) << st.toString();
+}
+
+TEST_P(LoopbackTest, ReceiverCloseFailsSender) {
+    Pair p;
+    ASSERT_TRUE(connectPair(*t_, *t_, &p).isOk());
+    ASSERT_TRUE(p.recv->close().isOk());
+    std::vector<uint8_t> src(8 << 20, 3);
+    // Sends into a closed peer fail within the timeout (reset or EOF), never hang.
+    Status last = Status::ok();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (last.isOk() && std::chrono::steady_clock::now() < deadline) {
+        Request* sr = nullptr;
+        last = p.send->isend(src.data(), src.size(), &sr);
+        if (last.isOk() && sr != nullptr) {
+            size_t n = 0;
+            last = waitFor(sr, &n, std::chrono::milliseconds(5000));
+        }
+    }
+    EXPECT_EQ(last.code(), Code::kRemote) << last.toString();
+}
+
+TEST_P(LoopbackTest, CloseWithRequestsInFlight) {
+    Pair p;
+    ASSERT_TRUE(connectPair(*t_, *t_, &p).isOk());
+    std::vector<uint8_t> src(32 << 20, 5), dst(32 << 20);
+    Request *sr = nullptr, *rr = nullptr;
+    ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
+    ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+    EXPECT_TRUE(p.send->close().isOk());
+    EXPECT_TRUE(p.recv->close().isOk());
+    EXPECT_EQ(t_->liveComms(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LoopbackTest,
+                         ::testing::Values(IoBackend::kUring, IoBackend::kEpoll),
+                         [](const ::testing::TestParamInfo<IoBackend>& p) {
+                             return std::string(p.param == IoBackend::kUring ? "uring" : "epoll");
+                         });
+
+TEST(LoopbackStripe, EvenSplitIsByteExact) {
+    auto c = loopbackConfig();
+    c.nstreams = 3;
+    c.stripe = StripeMode::kEven;
+    auto t = Transport::create(c);
+    ASSERT_TRUE(t.isOk());
+    Pair p;
+    ASSERT_TRUE(connectPair(**t, **t, &p).isOk());
+    for (size_t s : {size_t{5000}, size_t{65537}, size_t{7 << 20}}) {
+        std::vector<uint8_t> src(s), dst(s);
+        fillPattern(src, s);
+        Request *sr = nullptr, *rr = nullptr;
+        ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+        ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
+        size_t n = 0;
+        ASSERT_TRUE(waitFor(sr, &n).isOk());
+        ASSERT_TRUE(waitFor(rr, &n).isOk());
+        EXPECT_EQ(src, dst);
+    }
+}
+
+TEST(LoopbackAuth, MatchingKeysConnectMismatchFails) {
+    auto a = loopbackConfig();
+    a.auth_key = "secret-one";
+    auto ta = Transport::create(a);
+    ASSERT_TRUE(ta.isOk());
+    Pair ok;
+    ASSERT_TRUE(connectPair(**ta, **ta, &ok).isOk());
+    EXPECT_TRUE(ok.send->info().authenticated);
+
+    auto b = loopbackConfig();
+    b.auth_key = "secret-two";
+    b.timeout_ms = 2000;
+    auto tb = Transport::create(b);
+    ASSERT_TRUE(tb.isOk());
+    Pair bad;
+    Status st = connectPair(**tb, **ta, &bad, std::chrono::milliseconds(5000));
+    EXPECT_FALSE(st.isOk());
+    EXPECT_NE(st.code(), Code::kTimeout)
+        << "mismatch must be reported, not time out: " << st.toString();
+    EXPECT_NE(st.message().find("authentication"), std::string::npos) << st.message();
+
+    auto none = loopbackConfig();
+    none.timeout_ms = 2000;
+    auto tn = Transport::create(none);
+    ASSERT_TRUE(tn.isOk());
+    Pair unauth;
+    st = connectPair(**tn, **ta, &unauth, std::chrono::milliseconds(5000));
+    EXPECT_FALSE(st.isOk());
+}
+
+TEST(LoopbackStrangers, GarbageAndSilenceDoNotDisturbARealComm) {
+    auto c = loopbackConfig();
+    c.timeout_ms = 3000;
+    auto t = Transport::create(c);
+    ASSERT_TRUE(t.isOk());
+    uint8_t handle[kHandleSize] = {};
+    auto l = (*t)->listen(SocketAddress::parse("127.0.0.1", 0).value(), handle);
+    ASSERT_TRUE(l.isOk());
+    const SocketAddress addr = (*l)->address();
+    auto stranger = [&](const std::string& bytes) {
+        int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        EXPECT_EQ(0, ::connect(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.len));
+        if (!bytes.empty()) {
+            EXPECT_EQ(static_cast<ssize_t>(bytes.size()),
+                      ::send(fd, bytes.data(), bytes.size(), 0));
+        }
+        return fd;
+    };
+    int silent = stranger("");
+    int garbage = stranger(std::string(100, 'x'));
+    int wrong_magic = stranger(std::string("\x41\x54\x53\x32\x01\x00\x01\x00\x08\x00\x00\x00", 12));
+    Pair p;
+    p.listen = std::move(l.value());
+    std::unique_ptr<SendComm> send;
+    std::unique_ptr<RecvComm> recv;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((send == nullptr || recv == nullptr) && std::chrono::steady_clock::now() < deadline) {
+        if (send == nullptr) {
+            ASSERT_TRUE((*t)->connect(handle, &send).isOk());
+        }
+        if (recv == nullptr) {
+            ASSERT_TRUE(p.listen->accept(&recv).isOk());
+        }
+    }
+    ASSERT_NE(send, nullptr);
+    ASSERT_NE(recv, nullptr);
+    std::vector<uint8_t> src(100000), dst(100000);
+    fillPattern(src, 99);
+    Request *sr = nullptr, *rr = nullptr;
+    ASSERT_TRUE(recv->irecv(dst.data(), dst.size(), &rr).isOk());
+    ASSERT_TRUE(send->isend(src.data(), src.size(), &sr).isOk());
+    size_t n = 0;
+    ASSERT_TRUE(waitFor(sr, &n).isOk());
+    ASSERT_TRUE(waitFor(rr, &n).isOk());
+    EXPECT_EQ(src, dst);
+    ::close(silent);
+    ::close(garbage);
+    ::close(wrong_magic);
+}
+
+TEST(LoopbackConnect, UnreachableListenerTimesOut) {
+    auto c = loopbackConfig();
+    c.timeout_ms = 800;
+    auto t = Transport::create(c);
+    ASSERT_TRUE(t.isOk());
+    uint8_t handle[kHandleSize] = {};
+    {
+        auto l = (*t)->listen(SocketAddress::parse("127.0.0.1", 0).value(), handle);
+        ASSERT_TRUE(l.isOk());
+    }  // listener closed: connects are refused
+    std::unique_ptr<SendComm> send;
+    Status st;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (st.isOk() && send == nullptr && std::chrono::steady_clock::now() < deadline) {
+        st = (*t)->connect(handle, &send);
+    }
+    EXPECT_EQ(st.code(), Code::kTimeout) << st.toString();
+}
+
+}  // namespace
+}  // namespace atlas::transport

@@ -1,0 +1,86 @@
+#include "transport/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <cstring>
+#include <vector>
+
+namespace atlas::transport {
+namespace {
+
+// Appends fixed-width fields into one message buffer for the MAC.
+class MacInput {
+  public:
+    explicit MacInput(const char* label) { add(label, std::strlen(label) + 1); }
+    void add(const void* p, size_t n) {
+        const auto* b = static_cast<const uint8_t*>(p);
+        bytes_.insert(bytes_.end(), b, b + n);
+    }
+    template <typename T>
+    void addValue(T v) {
+        add(&v, sizeof(v));
+    }
+    void addContext(const AuthContext& ctx) {
+        addValue(ctx.listen_id);
+        addValue(ctx.session_id);
+        add(ctx.client_nonce.data(), ctx.client_nonce.size());
+        add(ctx.server_nonce.data(), ctx.server_nonce.size());
+    }
+    wire::Mac mac(const std::string& key) const {
+        wire::Mac out{};
+        unsigned int len = 0;
+        HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), bytes_.data(), bytes_.size(),
+             out.data(), &len);
+        return out;
+    }
+
+  private:
+    std::vector<uint8_t> bytes_;
+};
+
+}  // namespace
+
+Status randomBytes(void* out, size_t len) {
+    if (RAND_bytes(static_cast<unsigned char*>(out), static_cast<int>(len)) != 1) {
+        return {Code::kSystem, "RAND_bytes failed: no entropy for connection nonces"};
+    }
+    return Status::ok();
+}
+
+Result<uint64_t> randomU64() {
+    uint64_t v = 0;
+    ATLAS_RETURN_IF_ERROR(randomBytes(&v, sizeof(v)));
+    return v;
+}
+
+wire::Mac serverMac(const std::string& key, const AuthContext& ctx) {
+    MacInput in("atlas-server-v1");
+    in.addContext(ctx);
+    return in.mac(key);
+}
+
+wire::Mac clientMac(const std::string& key, const AuthContext& ctx, const wire::Config& plan) {
+    MacInput in("atlas-client-v1");
+    in.addContext(ctx);
+    in.addValue(plan.nstreams);
+    in.addValue(plan.chunk_bytes);
+    in.addValue(plan.inline_bytes);
+    in.addValue(plan.rtt_ns);
+    return in.mac(key);
+}
+
+wire::Mac dataMac(const std::string& key, const AuthContext& ctx, uint32_t index) {
+    MacInput in("atlas-data-v1");
+    in.addContext(ctx);
+    in.addValue(index);
+    return in.mac(key);
+}
+
+bool macEqual(const wire::Mac& a, const wire::Mac& b) {
+    return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace atlas::transport

@@ -1,0 +1,171 @@
+#include "transport/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <memory>
+
+#include "transport/comm_core.h"
+
+namespace atlas::transport {
+
+Result<std::unique_ptr<Engine>> Engine::start(int index, IoBackend backend, const Logger& log) {
+    std::unique_ptr<Engine> e(new Engine(index, log));
+    std::promise<Status> ready;
+    auto fut = ready.get_future();
+    Engine* raw = e.get();
+    e->thread_ = std::thread([raw, backend, &ready] {
+        // io_uring rings are single-issuer: the thread that drives the ring creates it.
+        auto r = makeReactor(backend, raw->log_);
+        if (!r.isOk()) {
+            ready.set_value(r.status());
+            return;
+        }
+        raw->reactor_ = std::move(r.value());
+        raw->backend_ = raw->reactor_->backend();
+        ready.set_value(Status::ok());
+        raw->run();
+    });
+    Status st = fut.get();
+    if (!st.isOk()) {
+        e->thread_.join();
+        return st;
+    }
+    return e;
+}
+
+Engine::~Engine() {
+    stop_.store(true, std::memory_order_seq_cst);
+    if (reactor_ != nullptr) {
+        reactor_->wake();
+    }
+    if (thread_.joinable()) {
+        thread_.join();
+    }
+}
+
+void Engine::adopt(CommCore* comm) {
+    comm_count_.fetch_add(1, std::memory_order_relaxed);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        commands_.push_back({Command::kAdopt, comm, nullptr});
+    }
+    has_commands_.store(true, std::memory_order_seq_cst);
+    wakeIfSleeping();
+}
+
+void Engine::ring(CommCore* comm) {
+    // At most one entry per comm in the stack: the flag is cleared by the engine right
+    // before it reads the comm's posted requests, so a later post rings again.
+    if (comm->doorbell_pending_.exchange(true, std::memory_order_acq_rel)) {
+        return;
+    }
+    CommCore* head = ready_head_.load(std::memory_order_relaxed);
+    do {
+        comm->next_ready_ = head;
+    } while (!ready_head_.compare_exchange_weak(head, comm, std::memory_order_seq_cst,
+                                                std::memory_order_relaxed));
+    wakeIfSleeping();
+}
+
+void Engine::wakeIfSleeping() {
+    // seq_cst: pairs with the engine's seq_cst store of sleeping_ followed by its loads of
+    // the queues, so either the engine sees our push or we see it asleep.
+    if (sleeping_.exchange(false, std::memory_order_seq_cst)) {
+        reactor_->wake();
+    }
+}
+
+Status Engine::release(CommCore* comm, Nanos timeout_ns) {
+    auto rel = std::make_shared<Release>(Release{comm});
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        commands_.push_back({Command::kRelease, comm, rel});
+    }
+    has_commands_.store(true, std::memory_order_seq_cst);
+    wakeIfSleeping();
+    std::unique_lock<std::mutex> lock(mu_);
+    // Bounded only as a last line of defence: the reactor contract guarantees every op of a
+    // closing comm completes promptly, so this wait ends in microseconds.
+    if (!cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), [&rel] { return rel->done; })) {
+        return {Code::kTimeout, "engine did not release the comm within the timeout"};
+    }
+    return Status::ok();
+}
+
+void Engine::run() {
+    while (true) {
+        if (has_commands_.exchange(false, std::memory_order_seq_cst)) {
+            processCommands();
+        }
+        processDoorbells();
+        processClosing();
+        if (stop_.load(std::memory_order_acquire) && comms_.empty() && closing_.empty()) {
+            break;
+        }
+        Nanos timeout = -1;
+        if (!closing_.empty()) {
+            timeout = kNsPerMs;  // poll for in-flight ops of closing comms to drain
+        }
+        sleeping_.store(true, std::memory_order_seq_cst);
+        if (has_commands_.load(std::memory_order_seq_cst) ||
+            ready_head_.load(std::memory_order_seq_cst) != nullptr ||
+            stop_.load(std::memory_order_seq_cst)) {
+            timeout = 0;  // work arrived: flush submissions and reap, but don't block
+        }
+        Status st = reactor_->runOnce(timeout);
+        sleeping_.store(false, std::memory_order_relaxed);
+        if (!st.isOk()) {
+            ATLAS_LOG_WARN(log_, "NET/Atlas : engine %d: %s", index_, st.toString().c_str());
+        }
+    }
+}
+
+void Engine::processCommands() {
+    std::vector<Command> cmds;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        cmds.swap(commands_);
+    }
+    for (const Command& c : cmds) {
+        if (c.kind == Command::kAdopt) {
+            comms_.push_back(c.comm);
+            c.comm->onAdopt(*reactor_);
+        } else {
+            c.comm->beginClose();
+            closing_.push_back(c.release);
+        }
+    }
+}
+
+void Engine::processDoorbells() {
+    CommCore* c = ready_head_.exchange(nullptr, std::memory_order_acquire);
+    while (c != nullptr) {
+        CommCore* next = c->next_ready_;
+        // Cleared before reading the comm's requests: a post after this point rings again.
+        c->doorbell_pending_.store(false, std::memory_order_seq_cst);
+        c->onDoorbell();
+        c = next;
+    }
+}
+
+void Engine::processClosing() {
+    for (auto it = closing_.begin(); it != closing_.end();) {
+        std::shared_ptr<Release> rel = *it;
+        if (!rel->comm->quiescent()) {
+            ++it;
+            continue;
+        }
+        rel->comm->finishClose();
+        comms_.erase(std::remove(comms_.begin(), comms_.end(), rel->comm), comms_.end());
+        comm_count_.fetch_sub(1, std::memory_order_relaxed);
+        it = closing_.erase(it);
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            rel->done = true;
+        }
+        cv_.notify_all();
+    }
+}
+
+}  // namespace atlas::transport

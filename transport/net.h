@@ -1,0 +1,177 @@
+// The transport's public surface: multi-stream TCP connections with NCCL net semantics.
+//
+// Shape: one process-wide Transport (engine thread pool + settings) creates ListenComms and
+// Connectors; these yield RecvComms and SendComms (unidirectional, like NCCL comms). Messages
+// are posted with isend/irecv and completed through test(). Everything here maps 1:1 onto the
+// ncclNet ABI, which plugin/ adapts; transport/ never sees NCCL types.
+//
+// Threads: the Transport may be used from any thread. A given comm (and its requests) must
+// be used by one thread at a time (NCCL's service thread during setup, then its progress
+// thread). Sockets are owned by engine threads; calls here only enqueue work and read
+// completion state, so listen/connect/accept/isend/irecv/test never block. close() waits
+// for the owner engine to drop the comm (bounded), because buffers may be freed right after.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "atlas/common/clock.h"
+#include "atlas/common/log.h"
+#include "atlas/common/status.h"
+
+namespace atlas::transport {
+
+enum class IoBackend { kAuto, kUring, kEpoll };
+enum class StripeMode {
+    kLoadAware,  // each chunk to the data stream with the fewest unsent bytes (default)
+    kEven,       // NCCL-socket-like: split each message evenly, round-robin, no feedback
+};
+
+const char* ioBackendName(IoBackend b);
+const char* stripeModeName(StripeMode m);
+
+// Plain settings; the plugin fills them from the ATLAS_* registry. Libraries never getenv.
+struct TransportConfig {
+    int engine_threads = 2;
+    IoBackend io = IoBackend::kAuto;
+    int nstreams = 0;                 // data streams per comm; 0 = size from RTT (see docs/env.md)
+    int max_streams = 64;             // ceiling for the automatic rule
+    size_t sockbuf_bytes = 0;         // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
+    size_t chunk_bytes = 512 * 1024;  // striping unit on data streams
+    size_t inline_bytes = 4096;       // messages up to this size go inline on the control stream
+    StripeMode stripe = StripeMode::kLoadAware;
+    int timeout_ms = 30000;                 // dead-peer bound (keepalive, TCP_USER_TIMEOUT, setup)
+    std::string auth_key;                   // empty: no authentication
+    uint64_t link_bps = 10'000'000'000ull;  // assumed path rate for the automatic stream rule
+    Logger logger;
+    const Clock* clock = &MonotonicClock::instance();
+};
+
+// An IPv4/IPv6 socket address.
+struct SocketAddress {
+    sockaddr_storage storage{};
+    socklen_t len = 0;
+
+    static Result<SocketAddress> parse(const std::string& host, uint16_t port);
+    std::string toString() const;
+    int family() const { return storage.ss_family; }
+    uint16_t port() const;
+};
+
+// The opaque connection handle NCCL ships from listener to connector (<= 128 bytes).
+// Layout is defined in transport/handshake.h; plugin/ treats it as bytes.
+constexpr size_t kHandleSize = 128;
+
+class Request;
+class SendComm;
+class RecvComm;
+class ListenComm;
+
+// What a comm learned at connection setup; exposed for logs, the WAN classifier and tests.
+struct CommInfo {
+    uint64_t session_id = 0;
+    int nstreams = 0;
+    Nanos rtt_ns = 0;  // measured during the handshake (min of samples)
+    SocketAddress local;
+    SocketAddress peer;
+    bool authenticated = false;
+};
+
+class Transport {
+  public:
+    // Probes io_uring (falls back to epoll unless io == kUring) and starts the engine threads.
+    static Result<std::unique_ptr<Transport>> create(const TransportConfig& config);
+    // Joins every engine thread. All comms must be closed first (checked).
+    ~Transport();
+    Transport(const Transport&) = delete;
+    Transport& operator=(const Transport&) = delete;
+
+    const TransportConfig& config() const { return config_; }
+    IoBackend backend() const { return backend_; }
+
+    // Binds an ephemeral port on `local` (port ignored) and fills `handle`.
+    Result<std::unique_ptr<ListenComm>> listen(const SocketAddress& local,
+                                               uint8_t handle[kHandleSize]);
+
+    // Non-blocking connect. Call repeatedly with the same handle buffer until *out != nullptr;
+    // progress state lives inside the handle, as NCCL expects. Fails with kRemote/kTimeout when
+    // the listener stays unreachable past timeout_ms.
+    Status connect(uint8_t handle[kHandleSize], std::unique_ptr<SendComm>* out);
+
+    int liveComms() const;
+
+    // transport/-internal state (engines, live comm count). Opaque to every other folder.
+    struct Impl;
+    Impl& impl() { return *impl_; }
+
+  private:
+    explicit Transport(const TransportConfig& config);
+
+    TransportConfig config_;
+    IoBackend backend_ = IoBackend::kEpoll;
+    std::unique_ptr<Impl> impl_;
+};
+
+class ListenComm {
+  public:
+    ~ListenComm();
+    // Non-blocking: *out stays nullptr until a connector has completed the handshake.
+    // Strangers (bad magic, failed authentication, silence past the timeout) are dropped with
+    // a warning and never affect a comm.
+    Status accept(std::unique_ptr<RecvComm>* out);
+    const SocketAddress& address() const;
+
+    struct Impl;
+    explicit ListenComm(std::unique_ptr<Impl> impl);
+
+  private:
+    std::unique_ptr<Impl> impl_;
+};
+
+// NCCL_NET_MAX_REQUESTS: outstanding requests per comm.
+constexpr int kMaxRequests = 32;
+
+class SendComm {
+  public:
+    ~SendComm();  // closes (same as close())
+    // Posts a send. *req == nullptr on success means "no slot; retry later" (back-pressure).
+    // Returns the comm's sticky error if one was recorded.
+    Status isend(const void* data, size_t size, Request** req);
+    // Waits (bounded by timeout_ms) until the owner engine has dropped every socket and
+    // in-flight operation, then frees the comm. Requests still pending are abandoned.
+    Status close();
+    const CommInfo& info() const;
+
+    struct Impl;
+    explicit SendComm(std::unique_ptr<Impl> impl);
+
+  private:
+    std::unique_ptr<Impl> impl_;
+};
+
+class RecvComm {
+  public:
+    ~RecvComm();
+    // Posts a receive of up to `capacity` bytes. *req == nullptr means "retry later".
+    Status irecv(void* data, size_t capacity, Request** req);
+    Status close();
+    const CommInfo& info() const;
+
+    struct Impl;
+    explicit RecvComm(std::unique_ptr<Impl> impl);
+
+  private:
+    std::unique_ptr<Impl> impl_;
+};
+
+// Polls a request. On done, *size is the number of bytes sent/received and the request is
+// recycled: it must not be tested again. Errors are the comm's sticky error (kRemote for a
+// dead peer, kInvalidUsage for truncation, ...). Never blocks.
+Status test(Request* req, bool* done, size_t* size);
+
+}  // namespace atlas::transport

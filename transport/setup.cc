@@ -1,0 +1,617 @@
+#include "transport/setup.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+
+#include "transport/engine.h"
+#include "transport/transport_impl.h"
+
+namespace atlas::transport {
+
+// ---------------------------------------------------------------- HsConn
+
+Status HsConn::flush() {
+    while (out_off_ < out_.size()) {
+        ssize_t n = ::send(fd_.get(), out_.data() + out_off_, out_.size() - out_off_,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            out_off_ += static_cast<size_t>(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return Status::ok();
+        }
+        return Status::fromErrno("send (handshake)", errno, Code::kRemote);
+    }
+    out_.clear();
+    out_off_ = 0;
+    return Status::ok();
+}
+
+Status HsConn::fill(bool* eof) {
+    *eof = false;
+    uint8_t buf[1024];
+    // Handshake messages are tiny; cap what a peer can make us buffer.
+    while (in_.size() < 4 * wire::kHsMaxMessage) {
+        ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), MSG_DONTWAIT);
+        if (n > 0) {
+            in_.insert(in_.end(), buf, buf + n);
+            continue;
+        }
+        if (n == 0) {
+            *eof = true;
+            return Status::ok();
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return Status::ok();
+        }
+        return Status::fromErrno("recv (handshake)", errno, Code::kRemote);
+    }
+    return Status::ok();
+}
+
+Result<bool> HsConn::take(wire::HsHeader* header, std::vector<uint8_t>* body) {
+    if (in_.size() < wire::kHsHeaderBytes) {
+        return false;
+    }
+    ATLAS_RETURN_IF_ERROR(wire::decodeHsHeader(in_, header));
+    const size_t total = wire::kHsHeaderBytes + header->body_len;
+    if (in_.size() < total) {
+        return false;
+    }
+    body->assign(in_.begin() + wire::kHsHeaderBytes, in_.begin() + static_cast<long>(total));
+    in_.erase(in_.begin(), in_.begin() + static_cast<long>(total));
+    return true;
+}
+
+namespace {
+
+// Zero-timeout poll for a non-blocking connect; returns 1 connected, 0 pending, -errno.
+int pollConnected(int fd) {
+    pollfd p{fd, POLLOUT, 0};
+    int rc = ::poll(&p, 1, 0);
+    if (rc == 0) {
+        return 0;
+    }
+    if (rc < 0) {
+        return errno == EINTR ? 0 : -errno;
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        return -errno;
+    }
+    return err == 0 ? 1 : -err;
+}
+
+template <typename Msg>
+void queueMsg(HsConn& c, const Msg& m) {
+    uint8_t buf[wire::kHsMaxMessage];
+    const size_t n = wire::encode(m, buf);
+    c.queue(buf, n);
+}
+
+template <typename Msg>
+Status expect(const wire::HsHeader& h, const std::vector<uint8_t>& body, wire::HsType type,
+              Msg* out, const char* what) {
+    if (h.type != type) {
+        return {Code::kRemote,
+                std::string("unexpected handshake message while waiting for ") + what};
+    }
+    return wire::decode(std::span<const uint8_t>(body), out);
+}
+
+SocketAddress handlePeer(const wire::HandleInfo& info) {
+    SocketAddress a;
+    if (info.family == AF_INET) {
+        auto* v4 = reinterpret_cast<sockaddr_in*>(&a.storage);
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(info.port);
+        std::memcpy(&v4->sin_addr, info.addr.data(), 4);
+        a.len = sizeof(sockaddr_in);
+    } else {
+        auto* v6 = reinterpret_cast<sockaddr_in6*>(&a.storage);
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(info.port);
+        std::memcpy(&v6->sin6_addr, info.addr.data(), 16);
+        a.len = sizeof(sockaddr_in6);
+    }
+    return a;
+}
+
+Result<Fd> startConnect(const SocketAddress& peer, const SocketOptions& opts) {
+    auto fd = makeTcpSocket(peer.family());
+    if (!fd.isOk()) {
+        return fd.status();
+    }
+    ATLAS_RETURN_IF_ERROR(applyStreamOptions(fd->get(), opts));
+    if (::connect(fd->get(), reinterpret_cast<const sockaddr*>(&peer.storage), peer.len) != 0 &&
+        errno != EINPROGRESS) {
+        return Status::fromErrno("connect to " + peer.toString(), errno, Code::kRemote);
+    }
+    return std::move(fd.value());
+}
+
+bool retriableConnectError(int err) {
+    return err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH || err == EHOSTUNREACH ||
+           err == ECONNRESET || err == EAGAIN;
+}
+
+SocketOptions socketOptions(const TransportConfig& cfg) {
+    return SocketOptions{cfg.sockbuf_bytes, cfg.timeout_ms};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Connector
+
+Connector::Connector(Transport& transport, const wire::HandleInfo& info, Nanos now)
+    : t_(transport), cfg_(transport.config()), info_(info), peer_(handlePeer(info)) {
+    deadline_ = now + static_cast<Nanos>(cfg_.timeout_ms) * kNsPerMs;
+}
+
+Status Connector::timeoutError() const {
+    return {Code::kTimeout, "connect to " + peer_.toString() + " did not complete within " +
+                                std::to_string(cfg_.timeout_ms) +
+                                " ms (listener unreachable, not responding, or rejecting us)"};
+}
+
+Status Connector::connectCtrl(Nanos now) {
+    if (!ctrl_connecting_) {
+        if (now < retry_at_) {
+            return Status::ok();
+        }
+        auto fd = startConnect(peer_, socketOptions(cfg_));
+        if (!fd.isOk()) {
+            return fd.status();
+        }
+        ctrl_ = HsConn(std::move(fd.value()));
+        ctrl_connecting_ = true;
+        connect_started_ = now;
+        ++attempts_;
+    }
+    const int rc = pollConnected(ctrl_.fd());
+    if (rc == 0) {
+        return Status::ok();
+    }
+    if (rc < 0) {
+        if (!retriableConnectError(-rc)) {
+            return Status::fromErrno("connect to " + peer_.toString(), -rc, Code::kRemote);
+        }
+        // Like NCCL's socket transport: retry refused connects with a growing backoff.
+        ctrl_ = HsConn();
+        ctrl_connecting_ = false;
+        retry_at_ = now + std::min<Nanos>(attempts_ * 100 * kNsPerMs, kNsPerSec);
+        return Status::ok();
+    }
+    // The TCP handshake took about one RTT: a first RTT sample.
+    rtt_ns_ = now - connect_started_;
+    ATLAS_RETURN_IF_ERROR(randomBytes(auth_.client_nonce.data(), auth_.client_nonce.size()));
+    auto sid = randomU64();
+    if (!sid.isOk()) {
+        return sid.status();
+    }
+    auth_.listen_id = info_.listen_id;
+    auth_.session_id = sid.value();
+    wire::Hello hello;
+    hello.listen_id = info_.listen_id;
+    hello.session_id = auth_.session_id;
+    hello.client_nonce = auth_.client_nonce;
+    hello.wants_auth = cfg_.auth_key.empty() ? 0 : 1;
+    queueMsg(ctrl_, hello);
+    ATLAS_RETURN_IF_ERROR(ctrl_.flush());
+    hello_sent_ = now;
+    phase_ = Phase::kHello;
+    return Status::ok();
+}
+
+Status Connector::onHelloAck(const wire::HelloAck& ack, Nanos now) {
+    rtt_ns_ = std::min(rtt_ns_, now - hello_sent_);
+    const Nanos kernel_rtt = tcpInfoRttNs(ctrl_.fd());
+    if (kernel_rtt > 0) {
+        rtt_ns_ = std::min(rtt_ns_, kernel_rtt);
+    }
+    auth_.server_nonce = ack.server_nonce;
+    if (!cfg_.auth_key.empty()) {
+        if (ack.auth == 0) {
+            return {Code::kRemote, "listener " + peer_.toString() +
+                                       " has no ATLAS_AUTH_KEY but this side requires one"};
+        }
+        if (!macEqual(ack.server_mac, serverMac(cfg_.auth_key, auth_))) {
+            return {Code::kRemote, "listener " + peer_.toString() +
+                                       " failed authentication (ATLAS_AUTH_KEY differs)"};
+        }
+    } else if (ack.auth != 0) {
+        return {Code::kRemote, "listener " + peer_.toString() +
+                                   " requires authentication; set ATLAS_AUTH_KEY on this side too"};
+    }
+    StreamPlanInput in;
+    in.rtt_ns = rtt_ns_;
+    in.link_bps = cfg_.link_bps;
+    in.requested = cfg_.nstreams;
+    in.max_streams = cfg_.max_streams;
+    in.sockbuf_bytes = cfg_.sockbuf_bytes;
+    in.limits = readKernelTcpLimits();
+    const StreamPlan sp = planStreams(in);
+    plan_reason_ = sp.reason;
+    plan_.nstreams = static_cast<uint32_t>(sp.nstreams);
+    plan_.chunk_bytes = static_cast<uint32_t>(cfg_.chunk_bytes);
+    plan_.inline_bytes = static_cast<uint32_t>(cfg_.inline_bytes);
+    plan_.rtt_ns = static_cast<uint64_t>(rtt_ns_);
+    if (!cfg_.auth_key.empty()) {
+        plan_.client_mac = clientMac(cfg_.auth_key, auth_, plan_);
+    }
+    queueMsg(ctrl_, plan_);
+    ATLAS_RETURN_IF_ERROR(ctrl_.flush());
+    for (uint32_t i = 0; i < plan_.nstreams; ++i) {
+        auto fd = startConnect(peer_, socketOptions(cfg_));
+        if (!fd.isOk()) {
+            return fd.status();
+        }
+        data_.emplace_back(std::move(fd.value()));
+    }
+    data_connected_.assign(plan_.nstreams, false);
+    phase_ = Phase::kStreams;
+    return Status::ok();
+}
+
+Status Connector::stepStreams() {
+    bool all = true;
+    for (size_t i = 0; i < data_.size(); ++i) {
+        if (!data_connected_[i]) {
+            const int rc = pollConnected(data_[i].fd());
+            if (rc < 0) {
+                return Status::fromErrno(
+                    "connect data stream " + std::to_string(i) + " to " + peer_.toString(), -rc,
+                    Code::kRemote);
+            }
+            if (rc == 0) {
+                all = false;
+                continue;
+            }
+            data_connected_[i] = true;
+            wire::DataHello dh;
+            dh.listen_id = info_.listen_id;
+            dh.session_id = auth_.session_id;
+            dh.index = static_cast<uint32_t>(i);
+            if (!cfg_.auth_key.empty()) {
+                dh.mac = dataMac(cfg_.auth_key, auth_, dh.index);
+            }
+            queueMsg(data_[i], dh);
+        }
+        ATLAS_RETURN_IF_ERROR(data_[i].flush());
+        all = all && !data_[i].hasOutput();
+    }
+    if (all) {
+        phase_ = Phase::kReady;
+    }
+    return Status::ok();
+}
+
+Status Connector::finish(std::unique_ptr<SendComm>* out) {
+    std::vector<Fd> fds;
+    fds.push_back(ctrl_.takeFd());
+    for (auto& d : data_) {
+        // Data streams: keep queues in user space, where the striper sees them.
+        ATLAS_RETURN_IF_ERROR(setNotsentLowat(
+            d.fd(), static_cast<uint32_t>(std::max<size_t>(cfg_.chunk_bytes, 128 * 1024))));
+        fds.push_back(d.takeFd());
+    }
+    CommParams params;
+    params.role = CommParams::Role::kSend;
+    params.chunk_bytes = plan_.chunk_bytes;
+    params.inline_bytes = plan_.inline_bytes;
+    params.stripe = cfg_.stripe;
+    params.logger = cfg_.logger;
+    params.info.session_id = auth_.session_id;
+    params.info.nstreams = static_cast<int>(plan_.nstreams);
+    params.info.rtt_ns = rtt_ns_;
+    params.info.peer = peer_;
+    params.info.authenticated = !cfg_.auth_key.empty();
+    if (auto local = localAddress(fds[0].get()); local.isOk()) {
+        params.info.local = local.value();
+    }
+    ATLAS_LOG_INFO(cfg_.logger,
+                   "NET/Atlas : send comm %016" PRIx64
+                   " to %s: %d data streams (%s), chunk %u B, "
+                   "inline %u B, stripe %s%s",
+                   auth_.session_id, peer_.toString().c_str(), params.info.nstreams,
+                   plan_reason_.c_str(), plan_.chunk_bytes, plan_.inline_bytes,
+                   stripeModeName(cfg_.stripe), params.info.authenticated ? ", authenticated" : "");
+    *out = t_.impl().makeSendComm(params, std::move(fds));
+    return Status::ok();
+}
+
+Status Connector::step(std::unique_ptr<SendComm>* out) {
+    const Nanos now = cfg_.clock->nowNs();
+    if (now > deadline_) {
+        return timeoutError();
+    }
+    if (phase_ == Phase::kConnectCtrl) {
+        return connectCtrl(now);
+    }
+    ATLAS_RETURN_IF_ERROR(ctrl_.flush());
+    bool eof = false;
+    ATLAS_RETURN_IF_ERROR(ctrl_.fill(&eof));
+    wire::HsHeader h;
+    std::vector<uint8_t> body;
+    auto got = ctrl_.take(&h, &body);
+    if (!got.isOk()) {
+        return got.status();
+    }
+    if (phase_ == Phase::kHello) {
+        if (got.value()) {
+            wire::HelloAck ack;
+            ATLAS_RETURN_IF_ERROR(expect(h, body, wire::HsType::kHelloAck, &ack, "HelloAck"));
+            ATLAS_RETURN_IF_ERROR(onHelloAck(ack, now));
+        }
+    } else if (phase_ == Phase::kStreams) {
+        if (got.value()) {
+            return {Code::kRemote, "listener sent a message before all streams joined"};
+        }
+        ATLAS_RETURN_IF_ERROR(stepStreams());
+    } else if (phase_ == Phase::kReady) {
+        if (got.value()) {
+            wire::Ready ready;
+            ATLAS_RETURN_IF_ERROR(expect(h, body, wire::HsType::kReady, &ready, "Ready"));
+            if (ready.status != 0 || ctrl_.hasInput()) {
+                return {Code::kRemote, "listener rejected the connection"};
+            }
+            return finish(out);
+        }
+    }
+    if (eof) {
+        return {Code::kRemote, "listener " + peer_.toString() +
+                                   " closed the connection during the handshake (rejected: "
+                                   "authentication or protocol mismatch?)"};
+    }
+    return Status::ok();
+}
+
+// ---------------------------------------------------------------- listener
+
+ListenComm::Impl::Impl(Transport& t, Fd fd, const SocketAddress& addr, uint64_t listen_id)
+    : t_(t), fd_(std::move(fd)), addr_(addr), listen_id_(listen_id) {}
+
+void ListenComm::Impl::warnDrop(int fd, const std::string& why) {
+    // Strangers must not flood NCCL's log: the first few drops are warnings, then silence.
+    if (warnings_ < 8) {
+        ++warnings_;
+        std::string who = "?";
+        if (auto p = peerAddress(fd); p.isOk()) {
+            who = p->toString();
+        }
+        ATLAS_LOG_WARN(t_.config().logger,
+                       "NET/Atlas : listener %s dropped connection from %s: %s%s",
+                       addr_.toString().c_str(), who.c_str(), why.c_str(),
+                       warnings_ == 8 ? " (further drops not logged)" : "");
+    }
+}
+
+bool ListenComm::Impl::servePending(Pending& p, Nanos now) {
+    const TransportConfig& cfg = t_.config();
+    if (!p.has_data_hello) {
+        bool eof = false;
+        Status st = p.conn.fill(&eof);
+        wire::HsHeader h;
+        std::vector<uint8_t> body;
+        auto got = st.isOk() ? p.conn.take(&h, &body) : Result<bool>(st);
+        if (!got.isOk()) {
+            warnDrop(p.conn.fd(), got.status().message());
+            return false;
+        }
+        if (!got.value()) {
+            if (eof) {
+                return false;  // closed before saying anything useful
+            }
+            if (now > p.deadline) {
+                warnDrop(p.conn.fd(), "no handshake within ATLAS_TIMEOUT_MS");
+                return false;
+            }
+            return true;
+        }
+        if (h.type == wire::HsType::kHello) {
+            wire::Hello hello;
+            Status dst = wire::decode(std::span<const uint8_t>(body), &hello);
+            if (!dst.isOk() || hello.listen_id != listen_id_ ||
+                sessions_.count(hello.session_id) != 0 || p.conn.hasInput()) {
+                warnDrop(p.conn.fd(),
+                         dst.isOk() ? "hello for another listen comm or session" : dst.message());
+                return false;
+            }
+            Session s;
+            s.auth.listen_id = listen_id_;
+            s.auth.session_id = hello.session_id;
+            s.auth.client_nonce = hello.client_nonce;
+            if (!randomBytes(s.auth.server_nonce.data(), s.auth.server_nonce.size()).isOk()) {
+                return false;
+            }
+            wire::HelloAck ack;
+            ack.server_nonce = s.auth.server_nonce;
+            if (!cfg.auth_key.empty()) {
+                ack.auth = 1;
+                ack.server_mac = serverMac(cfg.auth_key, s.auth);
+            }
+            if (auto peer = peerAddress(p.conn.fd()); peer.isOk()) {
+                s.peer = peer.value();
+            }
+            s.ctrl = std::move(p.conn);
+            queueMsg(s.ctrl, ack);
+            s.deadline = now + static_cast<Nanos>(cfg.timeout_ms) * kNsPerMs;
+            sessions_.emplace(hello.session_id, std::move(s));
+            return false;  // moved into the session
+        }
+        if (h.type != wire::HsType::kDataHello) {
+            warnDrop(p.conn.fd(), "unexpected first handshake message");
+            return false;
+        }
+        Status dst = wire::decode(std::span<const uint8_t>(body), &p.data_hello);
+        if (!dst.isOk() || p.data_hello.listen_id != listen_id_ || p.conn.hasInput()) {
+            warnDrop(p.conn.fd(),
+                     dst.isOk() ? "data stream for another listen comm" : dst.message());
+            return false;
+        }
+        p.has_data_hello = true;
+    }
+    // A data stream: join its session once the session's Config (stream count, auth) is known.
+    auto it = sessions_.find(p.data_hello.session_id);
+    if (it == sessions_.end() || !it->second.configured) {
+        if (now > p.deadline) {
+            warnDrop(p.conn.fd(), "data stream for an unknown session");
+            return false;
+        }
+        return true;
+    }
+    Session& s = it->second;
+    const uint32_t idx = p.data_hello.index;
+    if (idx >= s.plan.nstreams || s.data[idx].valid()) {
+        warnDrop(p.conn.fd(), "data stream index out of range or duplicated");
+        return false;
+    }
+    if (!cfg.auth_key.empty() && !macEqual(p.data_hello.mac, dataMac(cfg.auth_key, s.auth, idx))) {
+        warnDrop(p.conn.fd(), "data stream failed authentication");
+        return false;
+    }
+    s.data[idx] = p.conn.takeFd();
+    ++s.joined;
+    return false;
+}
+
+Status ListenComm::Impl::serveSession(Session& s, Nanos now, std::unique_ptr<RecvComm>* out,
+                                      bool* drop) {
+    const TransportConfig& cfg = t_.config();
+    *drop = false;
+    Status st = s.ctrl.flush();
+    bool eof = false;
+    if (st.isOk()) {
+        st = s.ctrl.fill(&eof);
+    }
+    if (st.isOk() && !s.configured) {
+        wire::HsHeader h;
+        std::vector<uint8_t> body;
+        auto got = s.ctrl.take(&h, &body);
+        if (!got.isOk()) {
+            st = got.status();
+        } else if (got.value()) {
+            st = expect(h, body, wire::HsType::kConfig, &s.plan, "Config");
+            if (st.isOk() && !cfg.auth_key.empty() &&
+                !macEqual(s.plan.client_mac, clientMac(cfg.auth_key, s.auth, s.plan))) {
+                st = {Code::kRemote, "connector failed authentication (ATLAS_AUTH_KEY differs)"};
+            }
+            if (st.isOk()) {
+                s.configured = true;
+                s.data.resize(s.plan.nstreams);
+            }
+        } else if (eof) {
+            st = {Code::kRemote, "connector closed during the handshake"};
+        } else if (now > s.deadline) {
+            st = {Code::kTimeout, "connector did not finish the handshake in time"};
+        }
+    }
+    if (st.isOk() && s.configured && s.ctrl.hasInput()) {
+        st = {Code::kRemote, "unexpected bytes after Config"};
+    }
+    if (st.isOk() && s.configured && !s.ready_queued &&
+        s.joined == static_cast<int>(s.plan.nstreams)) {
+        queueMsg(s.ctrl, wire::Ready{});
+        s.ready_queued = true;
+        st = s.ctrl.flush();
+    }
+    if (st.isOk() && s.configured && !s.ready_queued && now > s.deadline) {
+        st = {Code::kTimeout, "not all data streams arrived in time (" + std::to_string(s.joined) +
+                                  " of " + std::to_string(s.plan.nstreams) + ")"};
+    }
+    if (!st.isOk()) {
+        warnDrop(s.ctrl.fd(), st.message());
+        *drop = true;
+        return Status::ok();
+    }
+    if (!s.ready_queued || s.ctrl.hasOutput()) {
+        return Status::ok();
+    }
+    // Ready is on the wire: the comm is up.
+    std::vector<Fd> fds;
+    fds.push_back(s.ctrl.takeFd());
+    for (auto& d : s.data) {
+        fds.push_back(std::move(d));
+    }
+    CommParams params;
+    params.role = CommParams::Role::kRecv;
+    params.chunk_bytes = s.plan.chunk_bytes;
+    params.inline_bytes = s.plan.inline_bytes;
+    params.stripe = cfg.stripe;
+    params.logger = cfg.logger;
+    params.info.session_id = s.auth.session_id;
+    params.info.nstreams = static_cast<int>(s.plan.nstreams);
+    params.info.rtt_ns = static_cast<Nanos>(s.plan.rtt_ns);
+    params.info.peer = s.peer;
+    params.info.local = addr_;
+    params.info.authenticated = !cfg.auth_key.empty();
+    ATLAS_LOG_INFO(cfg.logger,
+                   "NET/Atlas : recv comm %016" PRIx64
+                   " from %s: %u data streams, "
+                   "rtt %" PRId64 " us%s",
+                   s.auth.session_id, s.peer.toString().c_str(), s.plan.nstreams,
+                   static_cast<int64_t>(s.plan.rtt_ns / 1000),
+                   params.info.authenticated ? ", authenticated" : "");
+    *out = t_.impl().makeRecvComm(params, std::move(fds));
+    *drop = true;
+    return Status::ok();
+}
+
+Status ListenComm::Impl::accept(std::unique_ptr<RecvComm>* out) {
+    const TransportConfig& cfg = t_.config();
+    const Nanos now = cfg.clock->nowNs();
+    // Take every connection waiting in the backlog.
+    for (;;) {
+        int fd = ::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) {
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                break;
+            }
+            return Status::fromErrno("accept on " + addr_.toString(), errno);
+        }
+        Fd owned(fd);
+        Status st = applyStreamOptions(fd, SocketOptions{cfg.sockbuf_bytes, cfg.timeout_ms});
+        if (!st.isOk()) {
+            warnDrop(fd, st.message());
+            continue;
+        }
+        // Bound what strangers can make us hold: drop the oldest pending beyond the cap.
+        if (pending_.size() >= 1024) {
+            pending_.pop_front();
+        }
+        Pending p;
+        p.conn = HsConn(std::move(owned));
+        p.deadline = now + static_cast<Nanos>(cfg.timeout_ms) * kNsPerMs;
+        pending_.push_back(std::move(p));
+    }
+    for (auto it = pending_.begin(); it != pending_.end();) {
+        it = servePending(*it, now) ? std::next(it) : pending_.erase(it);
+    }
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+        bool drop = false;
+        if (*out == nullptr) {
+            ATLAS_RETURN_IF_ERROR(serveSession(it->second, now, out, &drop));
+        }
+        it = drop ? sessions_.erase(it) : std::next(it);
+    }
+    return Status::ok();
+}
+
+}  // namespace atlas::transport

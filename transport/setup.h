@@ -1,0 +1,126 @@
+// Non-blocking connection setup (docs/protocol.md, "Handshake"). Driven by NCCL's service
+// thread through repeated connect()/accept() calls; each call does whatever I/O is possible
+// without blocking (poll with a zero timeout) and returns.
+//
+// Connector: control stream connect (retried while refused, until timeout_ms) -> Hello ->
+// HelloAck (RTT measured, listener authenticated) -> stream plan from the RTT -> Config ->
+// N data streams, each with a DataHello -> Ready -> SendComm.
+// Listener: accepts any number of connections; each must open with a valid Hello (control)
+// or DataHello (data) quoting this listen comm's id; anything else (wrong magic, garbage,
+// failed authentication, silence past timeout_ms) is dropped with a warning and never
+// affects another connection. Several connectors may use one listen comm concurrently.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/auth.h"
+#include "transport/comm_core.h"
+#include "transport/net.h"
+#include "transport/socket_util.h"
+#include "transport/stream_plan.h"
+#include "transport/wire.h"
+
+namespace atlas::transport {
+
+// A socket in handshake: buffered non-blocking reads and writes of handshake messages.
+class HsConn {
+  public:
+    HsConn() = default;
+    explicit HsConn(Fd fd) : fd_(std::move(fd)) {}
+
+    int fd() const { return fd_.get(); }
+    Fd takeFd() { return std::move(fd_); }
+    bool hasOutput() const { return out_off_ < out_.size(); }
+    bool hasInput() const { return !in_.empty(); }
+
+    void queue(const uint8_t* bytes, size_t len) { out_.insert(out_.end(), bytes, bytes + len); }
+    // Writes what the socket accepts now.
+    Status flush();
+    // Reads what is available now; *eof set when the peer closed.
+    Status fill(bool* eof);
+    // Pops one complete message if buffered. Returns false (and OK) if incomplete.
+    Result<bool> take(wire::HsHeader* header, std::vector<uint8_t>* body);
+
+  private:
+    Fd fd_;
+    std::vector<uint8_t> in_;
+    std::vector<uint8_t> out_;
+    size_t out_off_ = 0;
+};
+
+class Connector {
+  public:
+    Connector(Transport& transport, const wire::HandleInfo& info, Nanos now);
+    // One non-blocking step; sets *out when the comm is up. A non-OK status is final.
+    Status step(std::unique_ptr<SendComm>* out);
+
+  private:
+    enum class Phase { kConnectCtrl, kHello, kStreams, kReady };
+    Status connectCtrl(Nanos now);
+    Status onHelloAck(const wire::HelloAck& ack, Nanos now);
+    Status stepStreams();
+    Status finish(std::unique_ptr<SendComm>* out);
+    Status timeoutError() const;
+
+    Transport& t_;
+    const TransportConfig& cfg_;
+    wire::HandleInfo info_;
+    SocketAddress peer_;
+    Phase phase_ = Phase::kConnectCtrl;
+    HsConn ctrl_;
+    bool ctrl_connecting_ = false;
+    std::vector<HsConn> data_;
+    std::vector<bool> data_connected_;
+    Nanos deadline_ = 0;
+    Nanos connect_started_ = 0;
+    Nanos hello_sent_ = 0;
+    Nanos retry_at_ = 0;
+    Nanos rtt_ns_ = 0;
+    int attempts_ = 0;
+    AuthContext auth_;
+    wire::Config plan_;
+    std::string plan_reason_;
+};
+
+struct ListenComm::Impl {
+    Impl(Transport& t, Fd fd, const SocketAddress& addr, uint64_t listen_id);
+    Status accept(std::unique_ptr<RecvComm>* out);
+
+    struct Pending {
+        HsConn conn;
+        Nanos deadline = 0;
+        bool has_data_hello = false;  // a data stream waiting for its session's Config
+        wire::DataHello data_hello;
+    };
+    struct Session {
+        HsConn ctrl;
+        AuthContext auth;
+        bool configured = false;
+        bool ready_queued = false;
+        wire::Config plan;
+        std::vector<Fd> data;
+        int joined = 0;
+        Nanos deadline = 0;
+        SocketAddress peer;
+    };
+
+    // Returns false when the pending connection is finished with (moved or to be dropped).
+    bool servePending(Pending& p, Nanos now);
+    Status serveSession(Session& s, Nanos now, std::unique_ptr<RecvComm>* out, bool* drop);
+    void warnDrop(int fd, const std::string& why);
+
+    Transport& t_;
+    Fd fd_;
+    SocketAddress addr_;
+    uint64_t listen_id_;
+    std::list<Pending> pending_;
+    std::map<uint64_t, Session> sessions_;
+    int warnings_ = 0;
+};
+
+}  // namespace atlas::transport

@@ -1,0 +1,52 @@
+#include "transport/striper.h"
+
+#include <algorithm>
+
+#include "transport/wire.h"
+
+namespace atlas::transport {
+
+Striper::Striper(StripeMode mode, int nstreams, uint64_t chunk_bytes,
+                 uint64_t max_queued_per_stream, uint64_t even_min_piece)
+    : mode_(mode),
+      nstreams_(std::max(1, nstreams)),
+      chunk_(std::max<uint64_t>(1, chunk_bytes)),
+      max_queued_(std::max<uint64_t>(1, max_queued_per_stream)),
+      even_min_piece_(std::max<uint64_t>(1, even_min_piece)) {}
+
+std::optional<StripeAssignment> Striper::next(uint64_t total, uint64_t remaining,
+                                              std::span<const uint64_t> queued) noexcept {
+    if (remaining == 0) {
+        return std::nullopt;
+    }
+    if (mode_ == StripeMode::kEven) {
+        const uint64_t per_stream = (total + nstreams_ - 1) / nstreams_;
+        const uint64_t piece =
+            std::min(std::max(even_min_piece_, per_stream), wire::kMaxFrameLength);
+        StripeAssignment a{cursor_, std::min(piece, remaining)};
+        cursor_ = (cursor_ + 1) % nstreams_;
+        return a;
+    }
+    // Least-loaded stream; ties go to the one after the last pick so equal streams share
+    // pieces round-robin instead of piling onto stream 0.
+    int best = -1;
+    uint64_t best_load = 0;
+    const int n = std::min<int>(nstreams_, static_cast<int>(queued.size()));
+    for (int k = 0; k < n; ++k) {
+        const int i = (cursor_ + k) % n;
+        if (queued[i] >= max_queued_) {
+            continue;
+        }
+        if (best < 0 || queued[i] < best_load) {
+            best = i;
+            best_load = queued[i];
+        }
+    }
+    if (best < 0) {
+        return std::nullopt;
+    }
+    cursor_ = (best + 1) % n;
+    return StripeAssignment{best, std::min({chunk_, remaining, wire::kMaxFrameLength})};
+}
+
+}  // namespace atlas::transport

@@ -1,0 +1,239 @@
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cinttypes>
+#include <cstring>
+
+#include "transport/auth.h"
+#include "transport/reactor.h"
+#include "transport/setup.h"
+#include "transport/transport_impl.h"
+#include "transport/wire.h"
+
+namespace atlas::transport {
+
+namespace {
+// Connector state lives in the scratch half of NCCL's handle buffer (see wire.h): a magic
+// word and a pointer. NCCL calls connect() again with the same buffer until it succeeds.
+constexpr uint32_t kScratchMagic = 0x53435441;  // "ATCS"
+constexpr size_t kScratchOffset = wire::kHandlePublicBytes;
+
+Connector* scratchGet(const uint8_t* handle) {
+    uint32_t magic = 0;
+    std::memcpy(&magic, handle + kScratchOffset, sizeof(magic));
+    if (magic != kScratchMagic) {
+        return nullptr;
+    }
+    Connector* c = nullptr;
+    std::memcpy(&c, handle + kScratchOffset + 8, sizeof(c));
+    return c;
+}
+
+void scratchSet(uint8_t* handle, Connector* c) {
+    const uint32_t magic = c != nullptr ? kScratchMagic : 0;
+    std::memcpy(handle + kScratchOffset, &magic, sizeof(magic));
+    std::memcpy(handle + kScratchOffset + 8, &c, sizeof(c));
+}
+}  // namespace
+
+// ---------------------------------------------------------------- Transport
+
+Transport::Transport(const TransportConfig& config)
+    : config_(config), impl_(std::make_unique<Impl>()) {
+    impl_->config = config;
+}
+
+Transport::~Transport() {
+    // Engines join their threads in their destructors.
+    impl_->engines.clear();
+}
+
+Result<std::unique_ptr<Transport>> Transport::create(const TransportConfig& config) {
+    if (config.engine_threads < 1 || config.engine_threads > 64) {
+        return Status(Code::kInvalidArgument, "engine_threads must be in [1, 64]");
+    }
+    std::unique_ptr<Transport> t(new Transport(config));
+    IoBackend want = config.io;
+    if (want != IoBackend::kEpoll) {
+        Status probe = probeUring();
+        if (!probe.isOk()) {
+            if (want == IoBackend::kUring) {
+                return Status(Code::kUnavailable,
+                              "ATLAS_IO=uring but io_uring is unusable: " + probe.message());
+            }
+            ATLAS_LOG_INFO(config.logger, "NET/Atlas : io_uring unavailable (%s); using epoll",
+                           probe.message().c_str());
+            want = IoBackend::kEpoll;
+        } else {
+            want = IoBackend::kUring;
+        }
+    }
+    for (int i = 0; i < config.engine_threads; ++i) {
+        auto e = Engine::start(i, want, config.logger);
+        if (!e.isOk()) {
+            return e.status();
+        }
+        t->impl_->engines.push_back(std::move(e.value()));
+    }
+    t->backend_ = t->impl_->engines.front()->backend();
+    return t;
+}
+
+int Transport::liveComms() const {
+    return impl_->live_comms.load(std::memory_order_relaxed);
+}
+
+Engine& Transport::Impl::pickEngine() {
+    // Round-robin: comms of one process spread over the pool.
+    const uint32_t i = next_engine.fetch_add(1, std::memory_order_relaxed);
+    return *engines[i % engines.size()];
+}
+
+std::unique_ptr<SendComm> Transport::Impl::makeSendComm(const CommParams& params,
+                                                        std::vector<Fd> fds) {
+    auto impl = std::make_unique<SendComm::Impl>();
+    Engine& e = pickEngine();
+    impl->transport = this;
+    impl->core = std::make_unique<CommCore>(params, std::move(fds), &e);
+    live_comms.fetch_add(1, std::memory_order_relaxed);
+    e.adopt(impl->core.get());
+    return std::make_unique<SendComm>(std::move(impl));
+}
+
+std::unique_ptr<RecvComm> Transport::Impl::makeRecvComm(const CommParams& params,
+                                                        std::vector<Fd> fds) {
+    auto impl = std::make_unique<RecvComm::Impl>();
+    Engine& e = pickEngine();
+    impl->transport = this;
+    impl->core = std::make_unique<CommCore>(params, std::move(fds), &e);
+    live_comms.fetch_add(1, std::memory_order_relaxed);
+    e.adopt(impl->core.get());
+    return std::make_unique<RecvComm>(std::move(impl));
+}
+
+Result<std::unique_ptr<ListenComm>> Transport::listen(const SocketAddress& local,
+                                                      uint8_t handle[kHandleSize]) {
+    auto fd = makeTcpSocket(local.family());
+    if (!fd.isOk()) {
+        return fd.status();
+    }
+    const int one = 1;
+    ::setsockopt(fd->get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    // Buffer sizes must be set before listen() so accepted sockets negotiate window scaling
+    // for them.
+    ATLAS_RETURN_IF_ERROR(
+        applyStreamOptions(fd->get(), SocketOptions{config_.sockbuf_bytes, config_.timeout_ms}));
+    SocketAddress bind_addr = local;
+    if (bind_addr.family() == AF_INET) {
+        reinterpret_cast<sockaddr_in*>(&bind_addr.storage)->sin_port = 0;
+    } else {
+        reinterpret_cast<sockaddr_in6*>(&bind_addr.storage)->sin6_port = 0;
+    }
+    if (::bind(fd->get(), reinterpret_cast<const sockaddr*>(&bind_addr.storage), bind_addr.len) !=
+        0) {
+        return Status::fromErrno("bind to " + bind_addr.toString(), errno);
+    }
+    if (::listen(fd->get(), SOMAXCONN) != 0) {
+        return Status::fromErrno("listen on " + bind_addr.toString(), errno);
+    }
+    auto bound = localAddress(fd->get());
+    if (!bound.isOk()) {
+        return bound.status();
+    }
+    auto listen_id = randomU64();
+    if (!listen_id.isOk()) {
+        return listen_id.status();
+    }
+    wire::HandleInfo info;
+    info.family = static_cast<uint16_t>(bound->family());
+    info.port = bound->port();
+    if (bound->family() == AF_INET) {
+        std::memcpy(info.addr.data(),
+                    &reinterpret_cast<const sockaddr_in*>(&bound->storage)->sin_addr, 4);
+    } else {
+        std::memcpy(info.addr.data(),
+                    &reinterpret_cast<const sockaddr_in6*>(&bound->storage)->sin6_addr, 16);
+    }
+    info.listen_id = listen_id.value();
+    wire::encodeHandle(info, handle);
+    return std::make_unique<ListenComm>(std::make_unique<ListenComm::Impl>(
+        *this, std::move(fd.value()), bound.value(), info.listen_id));
+}
+
+Status Transport::connect(uint8_t handle[kHandleSize], std::unique_ptr<SendComm>* out) {
+    *out = nullptr;
+    Connector* c = scratchGet(handle);
+    if (c == nullptr) {
+        wire::HandleInfo info;
+        ATLAS_RETURN_IF_ERROR(wire::decodeHandle(handle, &info));
+        c = new Connector(*this, info, config_.clock->nowNs());
+        scratchSet(handle, c);
+    }
+    Status st = c->step(out);
+    if (!st.isOk() || *out != nullptr) {
+        delete c;
+        scratchSet(handle, nullptr);
+    }
+    return st;
+}
+
+// ---------------------------------------------------------------- ListenComm
+
+ListenComm::ListenComm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ListenComm::~ListenComm() = default;
+Status ListenComm::accept(std::unique_ptr<RecvComm>* out) {
+    *out = nullptr;
+    return impl_->accept(out);
+}
+const SocketAddress& ListenComm::address() const {
+    return impl_->addr_;
+}
+
+// ---------------------------------------------------------------- comms
+
+Status CommHandle::close() {
+    if (closed) {
+        return Status::ok();
+    }
+    closed = true;
+    const Nanos timeout = static_cast<Nanos>(transport->config.timeout_ms) * kNsPerMs;
+    Status st = core->engine()->release(core.get(), timeout);
+    if (!st.isOk()) {
+        // The engine may still touch the comm: leak it rather than free memory in use.
+        (void)core.release();
+        return st;
+    }
+    core.reset();
+    transport->live_comms.fetch_sub(1, std::memory_order_relaxed);
+    return Status::ok();
+}
+
+SendComm::SendComm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SendComm::~SendComm() {
+    (void)impl_->close();
+}
+Status SendComm::isend(const void* data, size_t size, Request** req) {
+    return impl_->core->post(static_cast<uint8_t*>(const_cast<void*>(data)), size, req);
+}
+Status SendComm::close() {
+    return impl_->close();
+}
+const CommInfo& SendComm::info() const {
+    return impl_->core->info();
+}
+
+RecvComm::RecvComm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RecvComm::~RecvComm() {
+    (void)impl_->close();
+}
+Status RecvComm::irecv(void* data, size_t capacity, Request** req) {
+    return impl_->core->post(static_cast<uint8_t*>(data), capacity, req);
+}
+Status RecvComm::close() {
+    return impl_->close();
+}
+const CommInfo& RecvComm::info() const {
+    return impl_->core->info();
+}
+
+}  // namespace atlas::transport

@@ -1,0 +1,38 @@
+// Transport::Impl and the comm wrappers' private state (transport/ only).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "transport/comm_core.h"
+#include "transport/engine.h"
+#include "transport/net.h"
+
+namespace atlas::transport {
+
+struct Transport::Impl {
+    TransportConfig config;
+    std::vector<std::unique_ptr<Engine>> engines;
+    std::atomic<uint32_t> next_engine{0};
+    std::atomic<int> live_comms{0};
+
+    Engine& pickEngine();
+    // Wrap connected, handshaken sockets ([0] = control) into a comm owned by an engine.
+    std::unique_ptr<SendComm> makeSendComm(const CommParams& params, std::vector<Fd> fds);
+    std::unique_ptr<RecvComm> makeRecvComm(const CommParams& params, std::vector<Fd> fds);
+};
+
+// Shared by SendComm and RecvComm.
+struct CommHandle {
+    Transport::Impl* transport = nullptr;
+    std::unique_ptr<CommCore> core;
+    bool closed = false;
+
+    Status close();
+};
+
+struct SendComm::Impl : CommHandle {};
+struct RecvComm::Impl : CommHandle {};
+
+}  // namespace atlas::transport

@@ -1,0 +1,133 @@
+// Atlas wire formats: the connection handle, the handshake messages and the data frame
+// header. Everything a peer sends is untrusted: every decode*() validates and returns a
+// Status naming what was wrong, and never reads past the given bytes (fuzzed in
+// tests/fuzz/fuzz_transport_wire.cc).
+//
+// Encoding: little-endian, fixed-size fields, no padding on the wire (encoded field by
+// field). Protocol version kProtocolVersion is checked on every connection.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "atlas/common/status.h"
+
+namespace atlas::transport::wire {
+
+constexpr uint16_t kProtocolVersion = 1;
+constexpr uint32_t kHandleMagic = 0x31485441;  // "ATH1"
+constexpr uint32_t kHsMagic = 0x31535441;      // "ATS1": handshake messages
+constexpr uint32_t kFrameMagic = 0x31465441;   // "ATF1": data frames
+constexpr int kMaxStreams = 64;
+constexpr size_t kNonceBytes = 16;
+constexpr size_t kMacBytes = 32;  // HMAC-SHA256
+
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Mac = std::array<uint8_t, kMacBytes>;
+
+// ---- Connection handle (the 128 bytes NCCL ships from listener to connector) ----
+// Bytes [0, kHandlePublicBytes) are written by the listener; the rest is connector-local
+// scratch (NCCL calls connect again with the same buffer, so the connector keeps its
+// in-progress state there). The listener zeroes the scratch part.
+constexpr size_t kHandlePublicBytes = 64;
+struct HandleInfo {
+    uint16_t family = 0;  // AF_INET or AF_INET6
+    uint16_t port = 0;
+    std::array<uint8_t, 16> addr{};  // IPv4 in the first 4 bytes
+    uint64_t listen_id = 0;          // random; every connection must quote it
+};
+void encodeHandle(const HandleInfo& info, uint8_t* handle128);
+Status decodeHandle(const uint8_t* handle128, HandleInfo* info);
+
+// ---- Handshake messages (control stream before the comm is up, and data stream hellos) ----
+enum class HsType : uint16_t {
+    kHello = 1,      // connector -> listener, first bytes on the control stream
+    kHelloAck = 2,   // listener -> connector
+    kConfig = 3,     // connector -> listener: auth proof + stream plan
+    kDataHello = 4,  // connector -> listener, first bytes on each data stream
+    kReady = 5,      // listener -> connector: all streams joined, comm is up
+};
+
+constexpr size_t kHsHeaderBytes = 12;  // magic u32, version u16, type u16, body length u32
+constexpr size_t kHsMaxBody = 256;
+
+struct HsHeader {
+    HsType type{};
+    uint32_t body_len = 0;
+};
+
+struct Hello {
+    uint64_t listen_id = 0;
+    uint64_t session_id = 0;
+    Nonce client_nonce{};
+    uint8_t wants_auth = 0;  // connector has a key and requires the listener to prove it
+};
+
+struct HelloAck {
+    uint8_t auth = 0;  // listener has a key: mac below is valid and the connector must prove too
+    Nonce server_nonce{};
+    Mac server_mac{};
+};
+
+struct Config {
+    Mac client_mac{};
+    uint32_t nstreams = 0;
+    uint32_t chunk_bytes = 0;
+    uint32_t inline_bytes = 0;
+    uint64_t rtt_ns = 0;  // the connector's measurement, shared so both ends agree
+};
+
+struct DataHello {
+    uint64_t listen_id = 0;
+    uint64_t session_id = 0;
+    uint32_t index = 0;  // 0 .. nstreams-1
+    Mac mac{};           // zero when unauthenticated
+};
+
+struct Ready {
+    uint32_t status = 0;  // 0 = OK
+};
+
+// Encoders write header + body into `out` and return the total length.
+size_t encode(const Hello& m, uint8_t* out);
+size_t encode(const HelloAck& m, uint8_t* out);
+size_t encode(const Config& m, uint8_t* out);
+size_t encode(const DataHello& m, uint8_t* out);
+size_t encode(const Ready& m, uint8_t* out);
+constexpr size_t kHsMaxMessage = kHsHeaderBytes + kHsMaxBody;
+
+// Parses a header; `bytes` must hold at least kHsHeaderBytes.
+Status decodeHsHeader(std::span<const uint8_t> bytes, HsHeader* out);
+// Parse bodies; `body` is exactly header.body_len bytes.
+Status decode(std::span<const uint8_t> body, Hello* out);
+Status decode(std::span<const uint8_t> body, HelloAck* out);
+Status decode(std::span<const uint8_t> body, Config* out);
+Status decode(std::span<const uint8_t> body, DataHello* out);
+Status decode(std::span<const uint8_t> body, Ready* out);
+
+// ---- Data frames (after setup) ----
+// Every payload on every stream is preceded by one FrameHeader. The receiver writes the
+// payload straight into the posted buffer at `offset`, in any arrival order across streams.
+enum class FrameType : uint16_t {
+    kData = 1,  // payload of message `seq` at [offset, offset+length); total = message size
+};
+// Largest payload one frame may carry (pieces are cut to fit).
+constexpr uint64_t kMaxFrameLength = 1ull << 30;
+constexpr size_t kFrameHeaderBytes = 32;
+
+struct FrameHeader {
+    FrameType type = FrameType::kData;
+    uint32_t seq = 0;     // low 32 bits of the message sequence number
+    uint32_t length = 0;  // payload bytes after the header
+    uint64_t total = 0;   // message size
+    uint64_t offset = 0;
+};
+
+void encodeFrame(const FrameHeader& h, uint8_t out[kFrameHeaderBytes]);
+// Validates magic, type, and internal consistency (offset + length <= total, no overflow,
+// length <= max_length).
+Status decodeFrame(const uint8_t in[kFrameHeaderBytes], uint64_t max_length, FrameHeader* out);
+
+}  // namespace atlas::transport::wire
