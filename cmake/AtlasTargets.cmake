@@ -24,6 +24,12 @@ if(ATLAS_SANITIZE)
     target_compile_definitions(atlas_sanitizers INTERFACE ATLAS_SANITIZED=1)
 endif()
 target_link_libraries(atlas_build_flags INTERFACE atlas_sanitizers)
+# Fuzz builds: instrument all Atlas code for coverage so libFuzzer explores the libraries
+# behind each target, not just the target's own file.
+if(ATLAS_FUZZ)
+    target_compile_options(atlas_build_flags INTERFACE
+        $<$<COMPILE_LANGUAGE:CXX,C>:-fsanitize=fuzzer-no-link>)
+endif()
 
 # atlas_library(name [STATIC|INTERFACE] SOURCES ... LIBS ...): one library per folder,
 # position-independent because the plugin .so is built from these archives.
