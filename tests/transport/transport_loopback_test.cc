@@ -152,9 +152,11 @@ TEST_P(LoopbackTest, TruncationIsInvalidUsage) {
     Pair p;
     ASSERT_TRUE(connectPair(*t_, *t_, &p).isOk());
     for (size_t send_size : {size_t{200}, size_t{400000}}) {
+        // Buffers outlive the comms (declared first): the send may still be in flight when
+        // the scope ends, and closing the comm is what releases the buffer.
+        std::vector<uint8_t> src(send_size, 1), dst(send_size / 2);
         Pair q;
         ASSERT_TRUE(connectPair(*t_, *t_, &q).isOk());
-        std::vector<uint8_t> src(send_size, 1), dst(send_size / 2);
         Request *sr = nullptr, *rr = nullptr;
         ASSERT_TRUE(q.recv->irecv(dst.data(), dst.size(), &rr).isOk());
         ASSERT_TRUE(q.send->isend(src.data(), src.size(), &sr).isOk());
