@@ -9,8 +9,9 @@
 
 namespace atlas::transport {
 
-Result<std::unique_ptr<Engine>> Engine::start(int index, IoBackend backend, const Logger& log) {
-    std::unique_ptr<Engine> e(new Engine(index, log));
+Result<std::unique_ptr<Engine>> Engine::start(int index, IoBackend backend, Nanos spin_ns,
+                                              const Logger& log) {
+    std::unique_ptr<Engine> e(new Engine(index, spin_ns, log));
     std::promise<Status> ready;
     auto fut = ready.get_future();
     Engine* raw = e.get();
@@ -94,27 +95,42 @@ Status Engine::release(CommCore* comm, Nanos timeout_ns) {
 }
 
 void Engine::run() {
+    Nanos last_activity = 0;
     while (true) {
+        bool active = false;
         if (has_commands_.exchange(false, std::memory_order_seq_cst)) {
             processCommands();
+            active = true;
         }
-        processDoorbells();
+        active = processDoorbells() || active;
         processClosing();
         if (stop_.load(std::memory_order_acquire) && comms_.empty() && closing_.empty()) {
             break;
+        }
+        const Nanos now = monotonicNowNs();
+        if (active) {
+            last_activity = now;
         }
         Nanos timeout = -1;
         if (!closing_.empty()) {
             timeout = kNsPerMs;  // poll for in-flight ops of closing comms to drain
         }
-        sleeping_.store(true, std::memory_order_seq_cst);
-        if (has_commands_.load(std::memory_order_seq_cst) ||
-            ready_head_.load(std::memory_order_seq_cst) != nullptr ||
-            stop_.load(std::memory_order_seq_cst)) {
-            timeout = 0;  // work arrived: flush submissions and reap, but don't block
+        if (now - last_activity < spin_ns_) {
+            timeout = 0;  // spinning: poll without sleeping; posters need not wake us
+        } else {
+            sleeping_.store(true, std::memory_order_seq_cst);
+            if (has_commands_.load(std::memory_order_seq_cst) ||
+                ready_head_.load(std::memory_order_seq_cst) != nullptr ||
+                stop_.load(std::memory_order_seq_cst)) {
+                timeout = 0;  // work arrived: flush submissions and reap, but don't block
+            }
         }
-        Status st = reactor_->runOnce(timeout);
+        int delivered = 0;
+        Status st = reactor_->runOnce(timeout, &delivered);
         sleeping_.store(false, std::memory_order_relaxed);
+        if (delivered > 0) {
+            last_activity = monotonicNowNs();
+        }
         if (!st.isOk()) {
             ATLAS_LOG_WARN(log_, "NET/Atlas : engine %d: %s", index_, st.toString().c_str());
         }
@@ -138,8 +154,9 @@ void Engine::processCommands() {
     }
 }
 
-void Engine::processDoorbells() {
+bool Engine::processDoorbells() {
     CommCore* c = ready_head_.exchange(nullptr, std::memory_order_acquire);
+    const bool any = c != nullptr;
     while (c != nullptr) {
         CommCore* next = c->next_ready_;
         // Cleared before reading the comm's requests: a post after this point rings again.
@@ -147,6 +164,7 @@ void Engine::processDoorbells() {
         c->onDoorbell();
         c = next;
     }
+    return any;
 }
 
 void Engine::processClosing() {

@@ -38,6 +38,7 @@ const char* stripeModeName(StripeMode m);
 // Plain settings; the plugin fills them from the ATLAS_* registry. Libraries never getenv.
 struct TransportConfig {
     int engine_threads = 2;
+    int spin_us = 0;  // engine busy-poll window after activity (latency vs CPU), 0 = never spin
     IoBackend io = IoBackend::kAuto;
     int nstreams = 0;                 // data streams per comm; 0 = size from RTT (see docs/env.md)
     int max_streams = 64;             // ceiling for the automatic rule

@@ -73,9 +73,9 @@ class Reactor {
     // Makes every in-flight op on `fd` complete soon with an error (used by close).
     virtual void cancelFd(int fd) = 0;
 
-    // Flushes submissions, waits up to timeout_ns (< 0: forever) for completions or wake(),
-    // then delivers the completions.
-    virtual Status runOnce(Nanos timeout_ns) = 0;
+    // Flushes submissions, waits up to timeout_ns (< 0: forever; 0: just poll) for
+    // completions or wake(), then delivers the completions; *delivered counts them.
+    virtual Status runOnce(Nanos timeout_ns, int* delivered) = 0;
     // Any thread: makes a blocked runOnce() return.
     virtual void wake() = 0;
 };

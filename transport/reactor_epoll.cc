@@ -90,7 +90,7 @@ class EpollReactor final : public Reactor {
         }
     }
 
-    Status runOnce(Nanos timeout_ns) override {
+    Status runOnce(Nanos timeout_ns, int* delivered) override {
         epoll_event events[64];
         timespec ts{};
         timespec* tsp = nullptr;
@@ -124,6 +124,7 @@ class EpollReactor final : public Reactor {
         // Deliver this batch; ops completed by handlers' new submissions go out next round.
         std::vector<std::pair<IoOp*, int64_t>> batch;
         batch.swap(done_);
+        *delivered = static_cast<int>(batch.size());
         for (auto& [op, result] : batch) {
             op->in_flight = false;
             op->handler->onIoComplete(op, result);

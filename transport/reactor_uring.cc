@@ -85,11 +85,16 @@ class UringReactor final : public Reactor {
         io_uring_sqe_set_data64(sqe, kIgnoreTag);
     }
 
-    Status runOnce(Nanos timeout_ns) override {
+    Status runOnce(Nanos timeout_ns, int* delivered) override {
+        *delivered = 0;
         armWake();
         io_uring_cqe* cqe = nullptr;
         int rc;
-        if (timeout_ns < 0) {
+        if (timeout_ns == 0) {
+            // Polling (the engine is spinning): submit and run pending task work without
+            // waiting (needed under DEFER_TASKRUN, where completions run only on request).
+            rc = io_uring_submit_and_get_events(&ring_);
+        } else if (timeout_ns < 0) {
             rc = io_uring_submit_and_wait(&ring_, 1);
         } else {
             __kernel_timespec ts{};
@@ -108,6 +113,7 @@ class UringReactor final : public Reactor {
             if (tag == kWakeTag) {
                 wake_armed_ = false;
             } else if (tag != kIgnoreTag) {
+                ++*delivered;
                 onCqe(reinterpret_cast<IoOp*>(tag), res);
             }
         }

@@ -69,7 +69,8 @@ Result<std::unique_ptr<Transport>> Transport::create(const TransportConfig& conf
         }
     }
     for (int i = 0; i < config.engine_threads; ++i) {
-        auto e = Engine::start(i, want, config.logger);
+        auto e = Engine::start(i, want, static_cast<Nanos>(config.spin_us) * kNsPerUs,
+                               config.logger);
         if (!e.isOk()) {
             return e.status();
         }
