@@ -124,6 +124,13 @@ void CommCore::onDoorbell() {
 
 void CommCore::beginClose() {
     closing_ = true;
+    if (granted_) {
+        gate_->release(granted_bytes_, params_.clock->nowNs());
+        granted_ = false;
+    }
+    // Destroyed here, on the engine thread: once the gate's destructor returns it no longer
+    // rings this comm, so the comm cannot sit in the doorbell stack when it is freed.
+    gate_.reset();
     for (auto& s : streams_) {
         if (s->fd.valid()) {
             // Wakes every in-flight op on the socket (they complete with EOF/errors); data
@@ -242,9 +249,31 @@ void CommCore::enqueueInline(uint64_t seq) {
     c.queued_bytes += r.size_;
 }
 
+bool CommCore::admitted() {
+    if (gate_ == nullptr) {
+        return true;
+    }
+    const Nanos now = params_.clock->nowNs();
+    if (granted_ && gate_->holds(now)) {
+        return true;  // the data-path case: one atomic load and a vDSO clock read
+    }
+    if (granted_) {
+        // Slot over with pieces still waiting: hand the link back and queue up again.
+        gate_->release(granted_bytes_, now);
+        granted_ = false;
+    }
+    uint64_t waiting = 0;
+    for (uint32_t i = 0; i < assign_size_; ++i) {
+        waiting += state(assign_q_[(assign_head_ + i) % kMaxRequests]).unassigned;
+    }
+    granted_ = gate_->acquire(waiting, now);
+    granted_bytes_ = 0;
+    return granted_;
+}
+
 void CommCore::pump() {
     const size_t ndata = streams_.size() - 1;
-    while (assign_size_ > 0) {
+    while (assign_size_ > 0 && admitted()) {
         const uint64_t seq = assign_q_[assign_head_];
         Request& r = slot(seq);
         SlotState& st = state(seq);
@@ -269,16 +298,24 @@ void CommCore::pump() {
                            static_cast<uint32_t>(a->length), r.size_, offset},
                           g.header);
         s.queued_bytes += a->length;
+        granted_bytes_ += a->length;
         st.unassigned -= a->length;
         if (st.unassigned == 0) {
             assign_head_ = (assign_head_ + 1) % kMaxRequests;
             --assign_size_;
         }
     }
+    bool idle = assign_size_ == 0;
     for (auto& s : streams_) {
         if (!s->send_op.in_flight && s->queue.size > 0) {
             startSend(*s);
         }
+        idle = idle && (s->ctrl || s->queue.size == 0);
+    }
+    if (granted_ && idle) {
+        // Every piece is in the kernel: the flow's queue drained, give the link back.
+        gate_->release(granted_bytes_, params_.clock->nowNs());
+        granted_ = false;
     }
 }
 

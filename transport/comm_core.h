@@ -67,6 +67,7 @@ struct CommParams {
     StripeMode stripe = StripeMode::kLoadAware;
     CommInfo info;
     Logger logger;
+    const Clock* clock = &MonotonicClock::instance();
 };
 
 class CommCore final : public IoHandler {
@@ -87,6 +88,9 @@ class CommCore final : public IoHandler {
     const Status& error() const { return error_; }
     const CommInfo& info() const { return params_.info; }
     Engine* engine() const { return engine_; }
+    // Poster side, before the first post: published to the engine by post()'s release store
+    // (the engine reads gate_ only once a posted message waits for striping).
+    void setGate(std::unique_ptr<FlowGate> gate) { gate_ = std::move(gate); }
 
     // ---- Engine thread only ----
     void onAdopt(Reactor& reactor);
@@ -168,8 +172,13 @@ class CommCore final : public IoHandler {
     void unparkStreams();
     uint64_t pendingReceives() const { return engine_seq_ - oldest_; }
 
+    bool admitted();  // engine: may striping continue now? (asks the gate)
+
     CommParams params_;
     Engine* engine_;
+    std::unique_ptr<FlowGate> gate_;  // null: not arbitrated
+    bool granted_ = false;            // engine: holding the gate's grant
+    uint64_t granted_bytes_ = 0;      // striped under the current grant
     Reactor* reactor_ = nullptr;
     std::vector<std::unique_ptr<Stream>> streams_;  // [0] = control
     std::unique_ptr<Striper> striper_;

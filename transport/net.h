@@ -17,9 +17,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "atlas/admission.h"
 #include "atlas/common/clock.h"
 #include "atlas/common/log.h"
 #include "atlas/common/status.h"
@@ -147,6 +149,11 @@ class SendComm {
     // in-flight operation, then frees the comm. Requests still pending are abandoned.
     Status close();
     const CommInfo& info() const;
+    // Puts the comm's striped traffic under an admission gate (temporal link sharing).
+    // Call before the first isend; the comm owns the gate. Inline messages bypass the gate.
+    void setGate(std::unique_ptr<FlowGate> gate);
+    // Rings this comm's engine; safe from any thread while the comm is open. For gates.
+    std::function<void()> waker();
 
     struct Impl;
     explicit SendComm(std::unique_ptr<Impl> impl);

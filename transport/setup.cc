@@ -315,6 +315,7 @@ Status Connector::finish(std::unique_ptr<SendComm>* out) {
     params.inline_bytes = plan_.inline_bytes;
     params.stripe = cfg_.stripe;
     params.logger = cfg_.logger;
+    params.clock = cfg_.clock;
     params.info.session_id = auth_.session_id;
     params.info.nstreams = static_cast<int>(plan_.nstreams);
     params.info.rtt_ns = rtt_ns_;
@@ -553,6 +554,7 @@ Status ListenComm::Impl::serveSession(Session& s, Nanos now, std::unique_ptr<Rec
     params.inline_bytes = s.plan.inline_bytes;
     params.stripe = cfg.stripe;
     params.logger = cfg.logger;
+    params.clock = cfg.clock;
     params.info.session_id = s.auth.session_id;
     params.info.nstreams = static_cast<int>(s.plan.nstreams);
     params.info.rtt_ns = static_cast<Nanos>(s.plan.rtt_ns);

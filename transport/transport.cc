@@ -69,8 +69,8 @@ Result<std::unique_ptr<Transport>> Transport::create(const TransportConfig& conf
         }
     }
     for (int i = 0; i < config.engine_threads; ++i) {
-        auto e = Engine::start(i, want, static_cast<Nanos>(config.spin_us) * kNsPerUs,
-                               config.logger);
+        auto e =
+            Engine::start(i, want, static_cast<Nanos>(config.spin_us) * kNsPerUs, config.logger);
         if (!e.isOk()) {
             return e.status();
         }
@@ -221,6 +221,13 @@ Status SendComm::close() {
 }
 const CommInfo& SendComm::info() const {
     return impl_->core->info();
+}
+void SendComm::setGate(std::unique_ptr<FlowGate> gate) {
+    impl_->core->setGate(std::move(gate));
+}
+std::function<void()> SendComm::waker() {
+    CommCore* core = impl_->core.get();
+    return [core] { core->engine()->ring(core); };
 }
 
 RecvComm::RecvComm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

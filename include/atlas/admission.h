@@ -1,0 +1,36 @@
+// Admission: who may put bytes on a shared WAN link, when (temporal bandwidth sharing).
+//
+// transport/ asks a FlowGate before it hands new pieces of a message to its streams; plugin/
+// implements gates on top of scheduler/ policies (node-local arbitration through shared
+// memory, DC-wide through atlas-arbiter). Neither side includes the other: this header is
+// the whole contract.
+//
+// Threads: acquire/holds/release run on the flow's engine thread. When a requested grant
+// arrives, the gate calls the flow's waker (transport::SendComm::waker(), callable from any
+// thread), which makes the engine call acquire() again. A gate must stop calling the waker
+// before its destructor returns; the comm destroys its gate when it closes.
+//
+// Cost: holds() runs for every piece of a granted flow; it must not lock, allocate or make a
+// syscall (an atomic load and a vDSO clock read at most).
+#pragma once
+
+#include <cstdint>
+
+#include "atlas/common/clock.h"
+
+namespace atlas {
+
+class FlowGate {
+  public:
+    virtual ~FlowGate() = default;
+    // The flow has `queued_bytes` waiting. True: it holds the link now and may send until
+    // holds() turns false. False: the link was requested; wake() follows a grant.
+    virtual bool acquire(uint64_t queued_bytes, Nanos now_ns) = 0;
+    // Still inside the granted slot?
+    virtual bool holds(Nanos now_ns) const = 0;
+    // The flow's queue drained or its slot ended: the link is given back. `bytes` were sent
+    // under the grant (for accounting and the workload-aware policy's learning).
+    virtual void release(uint64_t bytes, Nanos now_ns) = 0;
+};
+
+}  // namespace atlas
