@@ -196,7 +196,7 @@ void CommCore::fail(Status st) {
     const uint64_t pending = engine_seq_ - oldest_;
     // A peer closing an idle comm is ordinary teardown: stay quiet unless work was pending.
     if (pending > 0 || error_.code() != Code::kRemote) {
-        ATLAS_LOG_WARN(params_.logger, "NET/Atlas : %s comm %016" PRIx64 " with %s failed: %s",
+        ATLAS_LOG_WARN(params_.logger, "%s comm %016" PRIx64 " with %s failed: %s",
                        isSend() ? "send" : "recv", params_.info.session_id,
                        params_.info.peer.toString().c_str(), error_.toString().c_str());
     }

@@ -132,7 +132,7 @@ void Engine::run() {
             last_activity = monotonicNowNs();
         }
         if (!st.isOk()) {
-            ATLAS_LOG_WARN(log_, "NET/Atlas : engine %d: %s", index_, st.toString().c_str());
+            ATLAS_LOG_WARN(log_, "engine %d: %s", index_, st.toString().c_str());
         }
     }
 }

@@ -325,7 +325,7 @@ Status Connector::finish(std::unique_ptr<SendComm>* out) {
         params.info.local = local.value();
     }
     ATLAS_LOG_INFO(cfg_.logger,
-                   "NET/Atlas : send comm %016" PRIx64
+                   "send comm %016" PRIx64
                    " to %s: %d data streams (%s), chunk %u B, "
                    "inline %u B, stripe %s%s",
                    auth_.session_id, peer_.toString().c_str(), params.info.nstreams,
@@ -394,8 +394,7 @@ void ListenComm::Impl::warnDrop(int fd, const std::string& why) {
         if (auto p = peerAddress(fd); p.isOk()) {
             who = p->toString();
         }
-        ATLAS_LOG_WARN(t_.config().logger,
-                       "NET/Atlas : listener %s dropped connection from %s: %s%s",
+        ATLAS_LOG_WARN(t_.config().logger, "listener %s dropped connection from %s: %s%s",
                        addr_.toString().c_str(), who.c_str(), why.c_str(),
                        warnings_ == 8 ? " (further drops not logged)" : "");
     }
@@ -562,7 +561,7 @@ Status ListenComm::Impl::serveSession(Session& s, Nanos now, std::unique_ptr<Rec
     params.info.local = addr_;
     params.info.authenticated = !cfg.auth_key.empty();
     ATLAS_LOG_INFO(cfg.logger,
-                   "NET/Atlas : recv comm %016" PRIx64
+                   "recv comm %016" PRIx64
                    " from %s: %u data streams, "
                    "rtt %" PRId64 " us%s",
                    s.auth.session_id, s.peer.toString().c_str(), s.plan.nstreams,

@@ -61,7 +61,7 @@ Result<std::unique_ptr<Transport>> Transport::create(const TransportConfig& conf
                 return Status(Code::kUnavailable,
                               "ATLAS_IO=uring but io_uring is unusable: " + probe.message());
             }
-            ATLAS_LOG_INFO(config.logger, "NET/Atlas : io_uring unavailable (%s); using epoll",
+            ATLAS_LOG_INFO(config.logger, "io_uring unavailable (%s); using epoll",
                            probe.message().c_str());
             want = IoBackend::kEpoll;
         } else {
