@@ -1,0 +1,751 @@
+#include "plugin/net_impl.h"
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <set>
+#include <type_traits>
+#include <unordered_set>
+#include <vector>
+
+#include "atlas/common/clock.h"
+#include "plugin/devices.h"
+#include "plugin/log.h"
+#include "plugin/params.h"
+#include "transport/net.h"
+
+#ifndef ATLAS_VERSION
+#define ATLAS_VERSION "dev"
+#endif
+
+namespace atlas::plugin {
+
+static_assert(transport::kHandleSize == NCCL_NET_HANDLE_MAXSIZE,
+              "the transport's handle must be exactly the buffer NCCL provides");
+static_assert(transport::kMaxRequests == NCCL_NET_MAX_REQUESTS);
+
+namespace {
+
+// Magic numbers tag every object handed to NCCL, so a pointer of the wrong kind (a recv comm
+// passed to isend) or one already closed is reported instead of dereferenced blindly.
+constexpr uint32_t kCtxMagic = 0x41744378;     // "AtCx"
+constexpr uint32_t kListenMagic = 0x41744c73;  // "AtLs"
+constexpr uint32_t kSendMagic = 0x41745364;    // "AtSd"
+constexpr uint32_t kRecvMagic = 0x41745263;    // "AtRc"
+constexpr uint32_t kMrMagic = 0x41744d72;      // "AtMr"
+constexpr uint32_t kDeadMagic = 0xdeadc0de;
+
+// Per-communicator context (v11). commId and trafficClass are kept for the WAN scheduler.
+struct Ctx {
+    uint32_t magic = kCtxMagic;
+    uint64_t comm_id = 0;
+    int traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+};
+
+struct CommBase {
+    uint32_t magic = 0;
+    int dev = 0;
+    uint64_t comm_id = 0;
+    int traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+};
+struct ListenObj : CommBase {
+    std::unique_ptr<transport::ListenComm> comm;
+};
+struct SendObj : CommBase {
+    std::unique_ptr<transport::SendComm> comm;
+};
+struct RecvObj : CommBase {
+    std::unique_ptr<transport::RecvComm> comm;
+};
+
+// regMr handle. Nothing is pinned or registered: TCP reads and writes host memory directly.
+struct MrHandle {
+    uint32_t magic = kMrMagic;
+    int type = NCCL_PTR_HOST;
+    const void* base = nullptr;  // for debugging: what NCCL registered
+    size_t size = 0;
+    const void* comm = nullptr;
+};
+
+struct GlobalState {
+    int refcount = 0;  // live contexts + legacy reference
+    bool legacy_ref = false;
+    std::unordered_set<Ctx*> contexts;
+    Params params;
+    std::vector<Device> devices;
+    std::vector<const char*> names;      // interned device names
+    std::vector<const char*> pci_paths;  // interned, nullptr when absent
+    // Owned here rather than a function-local static so it outlives the engine threads even
+    // when teardown runs from the library destructor at exit (after static destructors).
+    MonotonicClock clock;
+    std::unique_ptr<transport::Transport> transport;  // declared last: destroyed first
+};
+
+// Everything below has a trivial destructor (or is freed explicitly), so the library
+// destructor can run before or after C++ static destruction (exit vs dlclose order differs).
+std::mutex g_mutex;
+GlobalState* g_state = nullptr;                   // guarded by g_mutex
+std::set<std::string>* g_interned = nullptr;      // guarded by g_mutex; strings given to NCCL
+const InterfaceSource* g_iface_source = nullptr;  // guarded by g_mutex (test seam)
+std::string* g_sysfs_root = nullptr;              // guarded by g_mutex (test seam)
+std::atomic<int> g_live_comms{0};
+std::atomic<bool> g_abort_on_error{false};
+std::atomic<seams::FaultHook> g_fault_hook{nullptr};
+
+const char* internLocked(const std::string& s) {
+    if (g_interned == nullptr) {
+        g_interned = new std::set<std::string>();
+    }
+    return g_interned->insert(s).first->c_str();
+}
+
+Status misuse(const std::string& what) {
+    return Status(Code::kInternal, what);
+}
+
+// The firewall around every entry point; see net_impl.h.
+template <typename Body>
+ncclResult_t guarded(const char* func, Body&& body) noexcept {
+    try {
+        if (seams::FaultHook hook = g_fault_hook.load(std::memory_order_acquire)) {
+            hook(func);
+        }
+        Status st = body();
+        if (st.isOk()) {
+            return ncclSuccess;
+        }
+        return core::reject(func, st.code(), "%s", st.message().c_str());
+    } catch (const std::bad_alloc&) {
+        return core::reject(func, Code::kSystem, "out of memory");
+    } catch (const std::exception& e) {
+        return core::reject(func, Code::kInternal, "unexpected exception: %s", e.what());
+    } catch (...) {
+        return core::reject(func, Code::kInternal, "unexpected non-standard exception");
+    }
+}
+
+template <typename T>
+T* asObj(void* p, uint32_t magic) {
+    auto* base = static_cast<CommBase*>(p);
+    return (base != nullptr && base->magic == magic) ? static_cast<T*>(base) : nullptr;
+}
+
+Status findCtxLocked(void* ctx, const Ctx** out) {
+    *out = nullptr;
+    if (ctx == nullptr) {
+        return Status::ok();
+    }
+    auto* c = static_cast<Ctx*>(ctx);
+    if (g_state->contexts.count(c) == 0) {
+        return misuse("unknown context " + std::to_string(reinterpret_cast<uintptr_t>(ctx)) +
+                      " (not returned by init, or already finalized)");
+    }
+    *out = c;
+    return Status::ok();
+}
+
+Status requireStateLocked() {
+    if (g_state == nullptr) {
+        return misuse("the plugin is not initialized (init has not succeeded)");
+    }
+    return Status::ok();
+}
+
+Status checkDevLocked(int dev) {
+    int n = static_cast<int>(g_state->devices.size());
+    if (dev < 0 || dev >= n) {
+        return misuse("device " + std::to_string(dev) + " out of range (" + std::to_string(n) +
+                      " devices)");
+    }
+    return Status::ok();
+}
+
+// Creates the global state if there is none: registry, devices, engine pool.
+Status ensureStateLocked() {
+    if (g_state != nullptr) {
+        return Status::ok();
+    }
+    auto st = std::make_unique<GlobalState>();
+    ParamsParse parsed = parseParams(processEnv());
+    // These two matter for reporting the parse errors themselves.
+    setStderrMirror(parsed.params.debug_stderr);
+    g_abort_on_error.store(parsed.params.abort_on_error, std::memory_order_relaxed);
+    ATLAS_RETURN_IF_ERROR(parsed.status());
+    st->params = std::move(parsed.params);
+    for (const std::string& line : describeParams(st->params, false)) {
+        ATLAS_INFO("%s", line.c_str());
+    }
+    for (const std::string& line : describeParams(st->params, true)) {
+        ATLAS_TRACE("%s", line.c_str());
+    }
+
+    DiscoveryOptions opts;
+    opts.ifname_spec = st->params.socket_ifname;
+    opts.family = st->params.socket_family;
+    if (g_sysfs_root != nullptr && !g_sysfs_root->empty()) {
+        opts.sysfs_net_root = *g_sysfs_root;
+    }
+    const InterfaceSource& source =
+        g_iface_source != nullptr ? *g_iface_source : SystemInterfaceSource::instance();
+    auto devs = discoverDevices(opts, source);
+    if (!devs) {
+        return devs.status();
+    }
+    st->devices = std::move(devs.value());
+    int max_speed = 0;
+    std::string summary;
+    for (const Device& d : st->devices) {
+        st->names.push_back(internLocked(d.name));
+        st->pci_paths.push_back(d.pci_path.empty() ? nullptr : internLocked(d.pci_path));
+        max_speed = std::max(max_speed, d.speed_mbps);
+        summary += " [" + std::to_string(d.index) + "]" + d.name + ":" + d.addressString() + "/" +
+                   std::to_string(d.speed_mbps) + "Mbps";
+    }
+
+    transport::TransportConfig config = makeTransportConfig(st->params, max_speed);
+    config.logger = makeLibraryLogger();
+    config.clock = &st->clock;
+    auto created = transport::Transport::create(config);
+    if (!created) {
+        return created.status();
+    }
+    st->transport = std::move(created.value());
+    ATLAS_INFO("Atlas %s: %zu device(s):%s; io=%s engine_threads=%d streams=%s", ATLAS_VERSION,
+               st->devices.size(), summary.c_str(),
+               transport::ioBackendName(st->transport->backend()), config.engine_threads,
+               config.nstreams == 0 ? "auto" : std::to_string(config.nstreams).c_str());
+    g_state = st.release();
+    return Status::ok();
+}
+
+// Destroys the state once nothing references it. Joining the engine threads happens here
+// (Transport's destructor), under g_mutex: engine threads never take g_mutex.
+Status releaseIfUnusedLocked() {
+    if (g_state == nullptr || g_state->refcount > 0) {
+        return Status::ok();
+    }
+    int open = g_live_comms.load(std::memory_order_acquire);
+    if (open > 0 || g_state->transport->liveComms() > 0) {
+        // Destroying the engine pool under open comms would free what NCCL still uses; keep
+        // it, and let a later init reuse it or the library destructor retry.
+        return misuse("last finalize with " + std::to_string(open) +
+                      " comm(s) still open; keeping the engine threads alive");
+    }
+    delete g_state;
+    g_state = nullptr;
+    ATLAS_INFO("last reference released: engine threads stopped");
+    return Status::ok();
+}
+
+// Teardown at dlclose/exit. try_lock: at exit another thread may be stuck inside init.
+bool unloadState() noexcept {
+    try {
+        std::unique_lock<std::mutex> lock(g_mutex, std::try_to_lock);
+        if (!lock.owns_lock()) {
+            return false;
+        }
+        if (g_state != nullptr) {
+            int open = g_live_comms.load(std::memory_order_acquire);
+            if (open > 0 || g_state->transport->liveComms() > 0) {
+                ATLAS_WARN("unloading with %d comm(s) still open: engine threads left running",
+                           open);
+                return false;
+            }
+            for (Ctx* c : g_state->contexts) {
+                c->magic = kDeadMagic;
+                delete c;
+            }
+            delete g_state;
+            g_state = nullptr;
+        }
+        delete g_interned;
+        g_interned = nullptr;
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
+__attribute__((destructor)) void atlasPluginDestructor() {
+    unloadState();
+}
+
+template <typename Obj>
+ncclResult_t closeObj(const char* func, void* p, uint32_t magic) {
+    return guarded(func, [&]() -> Status {
+        if (p == nullptr) {
+            return Status::ok();
+        }
+        Obj* obj = asObj<Obj>(p, magic);
+        if (obj == nullptr) {
+            return misuse("not a live comm of this kind (wrong pointer or closed twice)");
+        }
+        std::unique_ptr<Obj> owned(obj);
+        Status st = Status::ok();
+        if constexpr (!std::is_same_v<Obj, ListenObj>) {
+            st = owned->comm->close();
+        }
+        owned->magic = kDeadMagic;
+        owned.reset();
+        if (g_live_comms.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            // The last comm is gone: finish a teardown that a premature last finalize had
+            // to defer. Nothing happens while a context or the legacy reference remains.
+            std::lock_guard<std::mutex> lock(g_mutex);
+            if (g_state != nullptr && g_state->refcount == 0 &&
+                g_state->transport->liveComms() == 0) {
+                // Logs "engine threads stopped" once the state is gone.
+                ATLAS_RETURN_IF_ERROR(releaseIfUnusedLocked());
+            }
+        }
+        return st;
+    });
+}
+
+}  // namespace
+
+ncclResult_t toNcclResult(Code code) {
+    switch (code) {
+        case Code::kOk:
+            return ncclSuccess;
+        case Code::kSystem:
+            return ncclSystemError;
+        case Code::kInternal:
+            return ncclInternalError;
+        case Code::kInvalidArgument:
+            return ncclInvalidArgument;
+        case Code::kInvalidUsage:
+            return ncclInvalidUsage;
+        case Code::kRemote:
+            return ncclRemoteError;
+        case Code::kTimeout:
+            return ncclRemoteError;
+        case Code::kUnavailable:
+            return ncclSystemError;
+    }
+    return ncclInternalError;
+}
+
+namespace core {
+
+ncclResult_t reject(const char* func, Code code, const char* fmt, ...) noexcept {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    logMessage(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __LINE__, "%s failed (%s): %s", func,
+               codeName(code), msg);
+    if (g_abort_on_error.load(std::memory_order_relaxed)) {
+        logMessage(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __LINE__,
+                   "ATLAS_ABORT_ON_ERROR is set: aborting");
+        std::abort();
+    }
+    return toNcclResult(code);
+}
+
+ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t log_fn) {
+    if (log_fn != nullptr) {
+        setNcclLogger(log_fn);  // first, so a failing init is reported
+    }
+    return guarded("init", [&]() -> Status {
+        if (ctx == nullptr) {
+            return misuse("ctx is NULL");
+        }
+        *ctx = nullptr;
+        std::lock_guard<std::mutex> lock(g_mutex);
+        ATLAS_RETURN_IF_ERROR(ensureStateLocked());
+        try {
+            auto c = std::make_unique<Ctx>();
+            c->comm_id = comm_id;
+            c->traffic_class = traffic_class;
+            g_state->contexts.insert(c.get());
+            ++g_state->refcount;
+            *ctx = c.release();
+        } catch (...) {
+            (void)releaseIfUnusedLocked();
+            throw;
+        }
+        ATLAS_INFO("init commId 0x%llx trafficClass %d (%d reference(s))",
+                   static_cast<unsigned long long>(comm_id), traffic_class, g_state->refcount);
+        return Status::ok();
+    });
+}
+
+ncclResult_t initLegacy(ncclDebugLogger_t log_fn) {
+    if (log_fn != nullptr) {
+        setNcclLogger(log_fn);
+    }
+    return guarded("init", [&]() -> Status {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        if (g_state != nullptr && g_state->legacy_ref) {
+            return Status::ok();
+        }
+        ATLAS_RETURN_IF_ERROR(ensureStateLocked());
+        g_state->legacy_ref = true;
+        ++g_state->refcount;
+        return Status::ok();
+    });
+}
+
+ncclResult_t finalize(void* ctx) {
+    return guarded("finalize", [&]() -> Status {
+        if (ctx == nullptr) {
+            return Status::ok();  // NCCL calls finalize even when init failed
+        }
+        std::lock_guard<std::mutex> lock(g_mutex);
+        auto* c = static_cast<Ctx*>(ctx);
+        if (g_state == nullptr || g_state->contexts.erase(c) == 0) {
+            return misuse(
+                "finalize of an unknown context (not returned by init, or finalized "
+                "twice)");
+        }
+        c->magic = kDeadMagic;
+        delete c;
+        --g_state->refcount;
+        return releaseIfUnusedLocked();
+    });
+}
+
+ncclResult_t devices(int* ndev) {
+    return guarded("devices", [&]() -> Status {
+        if (ndev == nullptr) {
+            return misuse("ndev is NULL");
+        }
+        std::lock_guard<std::mutex> lock(g_mutex);
+        ATLAS_RETURN_IF_ERROR(requireStateLocked());
+        *ndev = static_cast<int>(g_state->devices.size());
+        return Status::ok();
+    });
+}
+
+ncclResult_t getProperties(int dev, NetProperties* props) {
+    return guarded("getProperties", [&]() -> Status {
+        if (props == nullptr) {
+            return misuse("props is NULL");
+        }
+        std::lock_guard<std::mutex> lock(g_mutex);
+        ATLAS_RETURN_IF_ERROR(requireStateLocked());
+        ATLAS_RETURN_IF_ERROR(checkDevLocked(dev));
+        const Device& d = g_state->devices[dev];
+        NetProperties p;
+        p.name = g_state->names[dev];
+        p.pci_path = g_state->pci_paths[dev];
+        p.guid = static_cast<uint64_t>(dev);
+        p.ptr_support = NCCL_PTR_HOST;
+        p.reg_is_global = 0;
+        p.force_flush = 0;
+        p.speed_mbps = d.speed_mbps;
+        p.port = 0;
+        p.latency_us = 0;
+        p.max_comms = kMaxComms;
+        p.max_recvs = 1;
+        p.net_device_type = NCCL_NET_DEVICE_HOST;
+        p.net_device_version = NCCL_NET_DEVICE_INVALID_VERSION;
+        p.vdev_count = 1;
+        p.vdev = dev;
+        p.max_p2p_bytes = NCCL_MAX_NET_SIZE_BYTES;
+        p.max_coll_bytes = kMaxCollBytes;
+        p.max_multi_request_size = 1;
+        *props = p;
+        return Status::ok();
+    });
+}
+
+ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
+    return guarded("listen", [&]() -> Status {
+        if (handle == nullptr || listen_comm == nullptr) {
+            return misuse("handle or listenComm is NULL");
+        }
+        *listen_comm = nullptr;
+        transport::Transport* t = nullptr;
+        transport::SocketAddress local;
+        auto obj = std::make_unique<ListenObj>();
+        {
+            std::lock_guard<std::mutex> lock(g_mutex);
+            ATLAS_RETURN_IF_ERROR(requireStateLocked());
+            const Ctx* c = nullptr;
+            ATLAS_RETURN_IF_ERROR(findCtxLocked(ctx, &c));
+            ATLAS_RETURN_IF_ERROR(checkDevLocked(dev));
+            const Device& d = g_state->devices[dev];
+            local.storage = d.addr;
+            local.len = d.addr_len;
+            obj->comm_id = c != nullptr ? c->comm_id : 0;
+            obj->traffic_class = c != nullptr ? c->traffic_class : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+            // The Transport outlives this call: a live context (or the legacy reference)
+            // keeps the state, and NCCL does not finalize while it is listening.
+            t = g_state->transport.get();
+        }
+        auto lc = t->listen(local, static_cast<uint8_t*>(handle));
+        if (!lc) {
+            return lc.status();
+        }
+        obj->magic = kListenMagic;
+        obj->dev = dev;
+        obj->comm = std::move(lc.value());
+        g_live_comms.fetch_add(1, std::memory_order_acq_rel);
+        *listen_comm = obj.release();
+        return Status::ok();
+    });
+}
+
+ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle, void** send_comm) {
+    return guarded("connect", [&]() -> Status {
+        if (handle == nullptr || send_comm == nullptr) {
+            return misuse("handle or sendComm is NULL");
+        }
+        *send_comm = nullptr;
+        transport::Transport* t = nullptr;
+        uint64_t comm_id = 0;
+        int tc = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+        {
+            std::lock_guard<std::mutex> lock(g_mutex);
+            ATLAS_RETURN_IF_ERROR(requireStateLocked());
+            const Ctx* c = nullptr;
+            ATLAS_RETURN_IF_ERROR(findCtxLocked(ctx, &c));
+            ATLAS_RETURN_IF_ERROR(checkDevLocked(dev));
+            if (c != nullptr) {
+                comm_id = c->comm_id;
+                tc = c->traffic_class;
+            }
+            t = g_state->transport.get();
+        }
+        if (traffic_class != nullptr) {
+            tc = *traffic_class;
+        }
+        std::unique_ptr<transport::SendComm> sc;
+        ATLAS_RETURN_IF_ERROR(t->connect(static_cast<uint8_t*>(handle), &sc));
+        if (sc == nullptr) {
+            return Status::ok();  // not connected yet: NCCL calls again with the same handle
+        }
+        auto obj = std::make_unique<SendObj>();
+        obj->magic = kSendMagic;
+        obj->dev = dev;
+        obj->comm_id = comm_id;
+        obj->traffic_class = tc;
+        obj->comm = std::move(sc);
+        const transport::CommInfo& info = obj->comm->info();
+        ATLAS_TRACE("connected dev %d to %s: %d stream(s), rtt %.3f ms%s", dev,
+                    info.peer.toString().c_str(), info.nstreams,
+                    static_cast<double>(info.rtt_ns) / 1e6,
+                    info.authenticated ? ", authenticated" : "");
+        g_live_comms.fetch_add(1, std::memory_order_acq_rel);
+        *send_comm = obj.release();
+        return Status::ok();
+    });
+}
+
+ncclResult_t accept(void* listen_comm, void** recv_comm) {
+    return guarded("accept", [&]() -> Status {
+        if (recv_comm == nullptr) {
+            return misuse("recvComm is NULL");
+        }
+        *recv_comm = nullptr;
+        ListenObj* lobj = asObj<ListenObj>(listen_comm, kListenMagic);
+        if (lobj == nullptr) {
+            return misuse("listenComm is not a live listen comm");
+        }
+        std::unique_ptr<transport::RecvComm> rc;
+        ATLAS_RETURN_IF_ERROR(lobj->comm->accept(&rc));
+        if (rc == nullptr) {
+            return Status::ok();  // no connector finished the handshake yet
+        }
+        auto obj = std::make_unique<RecvObj>();
+        obj->magic = kRecvMagic;
+        obj->dev = lobj->dev;
+        obj->comm_id = lobj->comm_id;
+        obj->traffic_class = lobj->traffic_class;
+        obj->comm = std::move(rc);
+        const transport::CommInfo& info = obj->comm->info();
+        ATLAS_TRACE("accepted dev %d from %s: %d stream(s), rtt %.3f ms%s", lobj->dev,
+                    info.peer.toString().c_str(), info.nstreams,
+                    static_cast<double>(info.rtt_ns) / 1e6,
+                    info.authenticated ? ", authenticated" : "");
+        g_live_comms.fetch_add(1, std::memory_order_acq_rel);
+        *recv_comm = obj.release();
+        return Status::ok();
+    });
+}
+
+ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+    return guarded("regMr", [&]() -> Status {
+        if (mhandle == nullptr) {
+            return misuse("mhandle is NULL");
+        }
+        *mhandle = nullptr;
+        if (type != NCCL_PTR_HOST) {
+            return misuse("memory type " + std::to_string(type) +
+                          " is not supported (ptrSupport is NCCL_PTR_HOST only)");
+        }
+        if (data == nullptr && size > 0) {
+            return misuse("data is NULL with size " + std::to_string(size));
+        }
+        if (asObj<SendObj>(comm, kSendMagic) == nullptr &&
+            asObj<RecvObj>(comm, kRecvMagic) == nullptr) {
+            return misuse("comm is not a live send or recv comm");
+        }
+        auto* mr = new MrHandle();
+        mr->type = type;
+        mr->base = data;
+        mr->size = size;
+        mr->comm = comm;
+        *mhandle = mr;
+        return Status::ok();
+    });
+}
+
+ncclResult_t deregMr(void* comm, void* mhandle) {
+    return guarded("deregMr", [&]() -> Status {
+        if (mhandle == nullptr) {
+            return Status::ok();
+        }
+        auto* mr = static_cast<MrHandle*>(mhandle);
+        if (mr->magic != kMrMagic) {
+            return misuse("mhandle is not a live registration (deregistered twice?)");
+        }
+        mr->magic = kDeadMagic;
+        delete mr;
+        return Status::ok();
+    });
+}
+
+ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                   void** request) {
+    return guarded("isend", [&]() -> Status {
+        if (request == nullptr) {
+            return misuse("request is NULL");
+        }
+        *request = nullptr;
+        if (data == nullptr && size > 0) {
+            return misuse("data is NULL with size " + std::to_string(size));
+        }
+        if (size > static_cast<size_t>(INT_MAX)) {
+            return misuse("size " + std::to_string(size) +
+                          " exceeds INT_MAX, which test() cannot report");
+        }
+        SendObj* obj = asObj<SendObj>(send_comm, kSendMagic);
+        if (obj == nullptr) {
+            return misuse("sendComm is not a live send comm");
+        }
+        transport::Request* req = nullptr;
+        ATLAS_RETURN_IF_ERROR(obj->comm->isend(data, size, &req));
+        *request = req;
+        return Status::ok();
+    });
+}
+
+ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, int* tags,
+                   void** mhandles, void** request) {
+    return guarded("irecv", [&]() -> Status {
+        if (request == nullptr) {
+            return misuse("request is NULL");
+        }
+        // May hold NCCL_NET_OPTIONAL_RECV_COMPLETION on entry: overwritten, never read.
+        *request = nullptr;
+        // Arguments first, then the comm, so each check is observable on its own.
+        if (n != 1) {
+            return misuse("n = " + std::to_string(n) + " but maxRecvs is 1");
+        }
+        if (data == nullptr || sizes == nullptr) {
+            return misuse("data or sizes is NULL");
+        }
+        if (data[0] == nullptr && sizes[0] > 0) {
+            return misuse("data[0] is NULL with size " + std::to_string(sizes[0]));
+        }
+        RecvObj* obj = asObj<RecvObj>(recv_comm, kRecvMagic);
+        if (obj == nullptr) {
+            return misuse("recvComm is not a live recv comm");
+        }
+        transport::Request* req = nullptr;
+        ATLAS_RETURN_IF_ERROR(obj->comm->irecv(data[0], sizes[0], &req));
+        *request = req;
+        return Status::ok();
+    });
+}
+
+ncclResult_t iflush(void*, int, void**, int*, void**, void** request) {
+    return guarded("iflush", [&]() -> Status {
+        if (request != nullptr) {
+            *request = nullptr;
+        }
+        return misuse("iflush is not supported: Atlas only handles host memory (NCCL_PTR_HOST)");
+    });
+}
+
+ncclResult_t test(void* request, int* done, int* sizes) {
+    return guarded("test", [&]() -> Status {
+        if (request == nullptr || done == nullptr) {
+            return misuse("request or done is NULL");
+        }
+        *done = 0;
+        bool finished = false;
+        size_t size = 0;
+        ATLAS_RETURN_IF_ERROR(
+            transport::test(static_cast<transport::Request*>(request), &finished, &size));
+        if (!finished) {
+            return Status::ok();
+        }
+        if (sizes != nullptr) {
+            if (size > static_cast<size_t>(INT_MAX)) {
+                return misuse("completed size " + std::to_string(size) + " does not fit int");
+            }
+            sizes[0] = static_cast<int>(size);
+        }
+        *done = 1;
+        return Status::ok();
+    });
+}
+
+ncclResult_t closeSend(void* send_comm) {
+    return closeObj<SendObj>("closeSend", send_comm, kSendMagic);
+}
+ncclResult_t closeRecv(void* recv_comm) {
+    return closeObj<RecvObj>("closeRecv", recv_comm, kRecvMagic);
+}
+ncclResult_t closeListen(void* listen_comm) {
+    return closeObj<ListenObj>("closeListen", listen_comm, kListenMagic);
+}
+
+}  // namespace core
+
+namespace seams {
+
+void setFaultHook(FaultHook hook) {
+    g_fault_hook.store(hook, std::memory_order_release);
+}
+
+void setInterfaceSource(const InterfaceSource* source, const std::string& sysfs_net_root) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_iface_source = source;
+    if (g_sysfs_root == nullptr) {
+        g_sysfs_root = new std::string();
+    }
+    *g_sysfs_root = sysfs_net_root;
+}
+
+StateSnapshot snapshot() {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    StateSnapshot s;
+    s.live_comms = g_live_comms.load(std::memory_order_acquire);
+    if (g_state != nullptr) {
+        s.alive = true;
+        s.refcount = g_state->refcount;
+        s.legacy_ref = g_state->legacy_ref;
+        s.live_contexts = static_cast<int>(g_state->contexts.size());
+        s.ndevs = static_cast<int>(g_state->devices.size());
+    }
+    return s;
+}
+
+bool unloadNow() {
+    return unloadState();
+}
+
+}  // namespace seams
+
+}  // namespace atlas::plugin

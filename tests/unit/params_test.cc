@@ -1,0 +1,338 @@
+// The ATLAS_* registry: every value kind, every error path (message content asserted), the
+// cross-variable rules, logging of effective values, the TransportConfig mapping, and that
+// docs/env.md documents every registered variable.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "plugin/params.h"
+#include "plugin_test_util.h"
+
+namespace atlas::plugin {
+namespace {
+
+using testutil::TempDir;
+
+// An environment made of a map, so tests never touch the process environment.
+struct FakeEnv {
+    std::map<std::string, std::string> vars;
+    EnvLookup lookup() const {
+        return [this](const char* key) -> const char* {
+            auto it = vars.find(key);
+            return it == vars.end() ? nullptr : it->second.c_str();
+        };
+    }
+};
+
+ParamsParse parseWith(std::map<std::string, std::string> vars) {
+    FakeEnv env{std::move(vars)};
+    return parseParams(env.lookup());
+}
+
+// Parses one variable and returns the single error message ("" when accepted).
+std::string errorFor(const std::string& key, const std::string& value) {
+    ParamsParse r = parseWith({{key, value}});
+    if (r.errors.empty()) {
+        return "";
+    }
+    EXPECT_EQ(r.errors.size(), 1u) << r.status().toString();
+    return r.errors.front();
+}
+
+void expectRejected(const std::string& key, const std::string& value,
+                    const std::string& accepted_fragment) {
+    std::string msg = errorFor(key, value);
+    ASSERT_FALSE(msg.empty()) << key << "=" << value << " was accepted";
+    EXPECT_NE(msg.find(key), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'" + value + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(accepted_fragment), std::string::npos) << msg;
+}
+
+TEST(ParamsTest, EmptyEnvironmentGivesDefaults) {
+    ParamsParse r = parseWith({});
+    ASSERT_TRUE(r.status().isOk()) << r.status().toString();
+    const Params& p = r.params;
+    EXPECT_EQ(p.socket_ifname, "");
+    EXPECT_EQ(p.socket_family, AddressFamily::kAny);
+    EXPECT_EQ(p.nstreams, 0u);
+    EXPECT_EQ(p.max_streams, 64u);
+    EXPECT_EQ(p.sockbuf_bytes, 0u);
+    EXPECT_EQ(p.chunk_bytes, 512 * kKiB);
+    EXPECT_EQ(p.inline_bytes, 4 * kKiB);
+    EXPECT_EQ(p.stripe, transport::StripeMode::kLoadAware);
+    EXPECT_EQ(p.engine_threads, 2u);
+    EXPECT_EQ(p.io, transport::IoBackend::kAuto);
+    EXPECT_EQ(p.timeout_ms, 30000u);
+    EXPECT_EQ(p.resolved_auth_key, "");
+    EXPECT_EQ(p.link_gbps, 0.0);
+    EXPECT_FALSE(p.abort_on_error);
+    EXPECT_FALSE(p.debug_stderr);
+    EXPECT_TRUE(describeParams(p, false).empty());
+}
+
+TEST(ParamsTest, RegistryEntriesAreCompleteAndUnique) {
+    std::set<std::string> keys;
+    std::set<std::string> fields;
+    for (const ParamSpec& s : paramSpecs()) {
+        EXPECT_EQ(std::string(s.key).rfind("ATLAS_", 0), 0u) << s.key;
+        EXPECT_GT(std::string(s.doc).size(), 10u) << s.key;
+        EXPECT_FALSE(s.accepted.empty()) << s.key;
+        EXPECT_FALSE(s.default_text.empty()) << s.key;
+        EXPECT_TRUE(keys.insert(s.key).second) << "duplicate " << s.key;
+        EXPECT_TRUE(fields.insert(s.field).second) << "duplicate field " << s.field;
+        EXPECT_EQ(findParam(s.key), &s);
+    }
+    for (const char* key : {"ATLAS_SOCKET_IFNAME", "ATLAS_NSTREAMS", "ATLAS_CHUNK_BYTES",
+                            "ATLAS_IO", "ATLAS_AUTH_KEY_FILE", "ATLAS_DEBUG_STDERR"}) {
+        EXPECT_EQ(keys.count(key), 1u) << key;
+    }
+    EXPECT_EQ(findParam("ATLAS_NO_SUCH_THING"), nullptr);
+}
+
+TEST(ParamsTest, EmptyValueCountsAsUnset) {
+    ParamsParse r = parseWith({{"ATLAS_NSTREAMS", ""}, {"ATLAS_IO", ""}});
+    EXPECT_TRUE(r.status().isOk());
+    EXPECT_EQ(r.params.nstreams, 0u);
+    EXPECT_EQ(r.params.io, transport::IoBackend::kAuto);
+}
+
+TEST(ParamsTest, UnsignedValues) {
+    ParamsParse r = parseWith(
+        {{"ATLAS_NSTREAMS", "8"}, {"ATLAS_ENGINE_THREADS", "16"}, {"ATLAS_TIMEOUT_MS", "100"}});
+    ASSERT_TRUE(r.status().isOk()) << r.status().toString();
+    EXPECT_EQ(r.params.nstreams, 8u);
+    EXPECT_EQ(r.params.engine_threads, 16u);
+    EXPECT_EQ(r.params.timeout_ms, 100u);
+
+    expectRejected("ATLAS_NSTREAMS", "-1", "an unsigned integer in 0..64");
+    expectRejected("ATLAS_NSTREAMS", "+1", "0..64");
+    expectRejected("ATLAS_NSTREAMS", "abc", "0..64");
+    expectRejected("ATLAS_NSTREAMS", " 8", "0..64");
+    expectRejected("ATLAS_NSTREAMS", "8 ", "0..64");
+    expectRejected("ATLAS_NSTREAMS", "0x10", "0..64");
+    expectRejected("ATLAS_NSTREAMS", "18446744073709551616", "0..64");  // 2^64 overflows
+    expectRejected("ATLAS_ENGINE_THREADS", "0", "1..16");
+    expectRejected("ATLAS_ENGINE_THREADS", "17", "1..16");
+    expectRejected("ATLAS_TIMEOUT_MS", "99", "100..3600000");
+    expectRejected("ATLAS_TIMEOUT_MS", "3600001", "100..3600000");
+    EXPECT_NE(errorFor("ATLAS_NSTREAMS", "65").find("out of range"), std::string::npos);
+    EXPECT_NE(errorFor("ATLAS_NSTREAMS", "x").find("is invalid"), std::string::npos);
+}
+
+TEST(ParamsTest, SizeValues) {
+    ParamsParse r = parseWith(
+        {{"ATLAS_CHUNK_BYTES", "64K"}, {"ATLAS_INLINE_BYTES", "0"}, {"ATLAS_SOCKBUF_BYTES", "1G"}});
+    ASSERT_TRUE(r.status().isOk()) << r.status().toString();
+    EXPECT_EQ(r.params.chunk_bytes, 64 * kKiB);
+    EXPECT_EQ(r.params.inline_bytes, 0u);
+    EXPECT_EQ(r.params.sockbuf_bytes, kGiB);
+
+    EXPECT_EQ(parseSizeText("4096"), 4096u);
+    EXPECT_EQ(parseSizeText("2m"), 2 * kMiB);
+    EXPECT_EQ(parseSizeText("3k"), 3 * kKiB);
+    EXPECT_EQ(parseSizeText("1g"), kGiB);
+    EXPECT_FALSE(parseSizeText("K"));
+    EXPECT_FALSE(parseSizeText("1KB"));
+    EXPECT_FALSE(parseSizeText("-4K"));
+    EXPECT_FALSE(parseSizeText("1.5M"));
+    EXPECT_FALSE(parseSizeText("17179869184G"));  // 2^34 GiB overflows uint64
+
+    expectRejected("ATLAS_CHUNK_BYTES", "3K", "a size in 4K..64M");
+    expectRejected("ATLAS_CHUNK_BYTES", "1G", "4K..64M");
+    expectRejected("ATLAS_CHUNK_BYTES", "12Q", "4K..64M");
+    expectRejected("ATLAS_INLINE_BYTES", "65537", "0..64K");
+    expectRejected("ATLAS_SOCKBUF_BYTES", "2G", "0..1G");
+}
+
+TEST(ParamsTest, BoolValues) {
+    for (const char* yes : {"true", "TRUE", "1", "yes", "Yes"}) {
+        ParamsParse r = parseWith({{"ATLAS_ABORT_ON_ERROR", yes}});
+        ASSERT_TRUE(r.status().isOk()) << yes;
+        EXPECT_TRUE(r.params.abort_on_error) << yes;
+    }
+    for (const char* no : {"false", "False", "0", "no", "NO"}) {
+        ParamsParse r = parseWith({{"ATLAS_DEBUG_STDERR", no}});
+        ASSERT_TRUE(r.status().isOk()) << no;
+        EXPECT_FALSE(r.params.debug_stderr) << no;
+    }
+    expectRejected("ATLAS_ABORT_ON_ERROR", "2", "one of true|false|1|0|yes|no");
+    expectRejected("ATLAS_DEBUG_STDERR", "on", "true|false|1|0|yes|no");
+}
+
+TEST(ParamsTest, EnumValues) {
+    ParamsParse r = parseWith(
+        {{"ATLAS_IO", "EPOLL"}, {"ATLAS_STRIPE", "even"}, {"ATLAS_SOCKET_FAMILY", "AF_INET6"}});
+    ASSERT_TRUE(r.status().isOk()) << r.status().toString();
+    EXPECT_EQ(r.params.io, transport::IoBackend::kEpoll);
+    EXPECT_EQ(r.params.stripe, transport::StripeMode::kEven);
+    EXPECT_EQ(r.params.socket_family, AddressFamily::kInet6);
+    EXPECT_EQ(parseWith({{"ATLAS_IO", "uring"}}).params.io, transport::IoBackend::kUring);
+    EXPECT_EQ(parseWith({{"ATLAS_SOCKET_FAMILY", "af_inet"}}).params.socket_family,
+              AddressFamily::kInet);
+
+    expectRejected("ATLAS_IO", "iouring", "one of auto|uring|epoll");
+    expectRejected("ATLAS_STRIPE", "random", "one of load|even");
+    expectRejected("ATLAS_SOCKET_FAMILY", "inet", "one of any|AF_INET|AF_INET6");
+}
+
+TEST(ParamsTest, NumberValues) {
+    EXPECT_DOUBLE_EQ(parseWith({{"ATLAS_LINK_GBPS", "2.5"}}).params.link_gbps, 2.5);
+    EXPECT_DOUBLE_EQ(parseWith({{"ATLAS_LINK_GBPS", "1e2"}}).params.link_gbps, 100.0);
+    for (const char* bad : {"nan", "inf", "1e400", "0x10", "2.5G", ".", ""}) {
+        EXPECT_FALSE(parseDoubleText(bad)) << bad;
+    }
+    expectRejected("ATLAS_LINK_GBPS", "-1", "a number in 0..100000");
+    expectRejected("ATLAS_LINK_GBPS", "fast", "0..100000");
+}
+
+TEST(ParamsTest, SignedParser) {
+    // No registered variable is signed yet; the kind exists for the ones that will be.
+    EXPECT_EQ(parseSignedText("-42"), -42);
+    EXPECT_EQ(parseSignedText("7"), 7);
+    EXPECT_FALSE(parseSignedText("--1"));
+    EXPECT_FALSE(parseSignedText("9223372036854775808"));
+    EXPECT_FALSE(parseSignedText("1 "));
+}
+
+TEST(ParamsTest, StringValuesAreTakenVerbatim) {
+    ParamsParse r = parseWith({{"ATLAS_SOCKET_IFNAME", "^=eth0,docker"}});
+    ASSERT_TRUE(r.status().isOk());
+    EXPECT_EQ(r.params.socket_ifname, "^=eth0,docker");
+}
+
+TEST(ParamsTest, AllErrorsAreReportedTogether) {
+    ParamsParse r = parseWith({{"ATLAS_NSTREAMS", "many"}, {"ATLAS_IO", "fast"}});
+    ASSERT_EQ(r.errors.size(), 2u);
+    Status st = r.status();
+    EXPECT_EQ(st.code(), Code::kInvalidUsage);
+    EXPECT_NE(st.message().find("ATLAS_NSTREAMS='many'"), std::string::npos);
+    EXPECT_NE(st.message().find("ATLAS_IO='fast'"), std::string::npos);
+    // Invalid values leave the default in place.
+    EXPECT_EQ(r.params.nstreams, 0u);
+}
+
+TEST(ParamsTest, LongValuesAreTruncatedInMessages) {
+    std::string huge(500, 'x');
+    std::string msg = errorFor("ATLAS_IO", huge);
+    EXPECT_NE(msg.find("..."), std::string::npos);
+    EXPECT_LT(msg.size(), 200u);
+}
+
+TEST(ParamsTest, NstreamsMayNotExceedMaxStreams) {
+    ParamsParse r = parseWith({{"ATLAS_NSTREAMS", "32"}, {"ATLAS_MAX_STREAMS", "8"}});
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_NE(r.errors[0].find("ATLAS_NSTREAMS=32 exceeds ATLAS_MAX_STREAMS=8"), std::string::npos);
+    EXPECT_TRUE(parseWith({{"ATLAS_NSTREAMS", "8"}, {"ATLAS_MAX_STREAMS", "8"}}).errors.empty());
+}
+
+TEST(ParamsTest, AuthKeyDirect) {
+    ParamsParse r = parseWith({{"ATLAS_AUTH_KEY", "s3cret"}});
+    ASSERT_TRUE(r.status().isOk());
+    EXPECT_EQ(r.params.resolved_auth_key, "s3cret");
+    // The key itself never appears in logged values.
+    std::vector<std::string> lines = describeParams(r.params, false);
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_EQ(lines[0], "ATLAS_AUTH_KEY=<set, 6 bytes>");
+}
+
+TEST(ParamsTest, AuthKeyFile) {
+    TempDir dir;
+    std::string crlf = dir.write("crlf.key", "topsecret\r\n");
+    std::string plain = dir.write("plain.key", "k2");
+    std::string empty = dir.write("empty.key", "\n");
+
+    ParamsParse r = parseWith({{"ATLAS_AUTH_KEY_FILE", crlf}});
+    ASSERT_TRUE(r.status().isOk()) << r.status().toString();
+    EXPECT_EQ(r.params.resolved_auth_key, "topsecret");
+    EXPECT_EQ(parseWith({{"ATLAS_AUTH_KEY_FILE", plain}}).params.resolved_auth_key, "k2");
+
+    std::string msg = errorFor("ATLAS_AUTH_KEY_FILE", empty);
+    EXPECT_NE(msg.find("ATLAS_AUTH_KEY_FILE='" + empty + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("empty"), std::string::npos) << msg;
+
+    std::string missing = (dir.path() / "nope.key").string();
+    msg = errorFor("ATLAS_AUTH_KEY_FILE", missing);
+    EXPECT_NE(msg.find("'" + missing + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("No such file"), std::string::npos) << msg;
+
+    ParamsParse both = parseWith({{"ATLAS_AUTH_KEY", "a"}, {"ATLAS_AUTH_KEY_FILE", plain}});
+    ASSERT_EQ(both.errors.size(), 1u);
+    EXPECT_NE(both.errors[0].find("ATLAS_AUTH_KEY and ATLAS_AUTH_KEY_FILE are both set"),
+              std::string::npos);
+}
+
+TEST(ParamsTest, DescribeListsNonDefaultsOrEverything) {
+    ParamsParse r = parseWith({{"ATLAS_NSTREAMS", "4"},
+                               {"ATLAS_CHUNK_BYTES", "1048576"},
+                               {"ATLAS_IO", "epoll"},
+                               {"ATLAS_TIMEOUT_MS", "30000"}});
+    ASSERT_TRUE(r.status().isOk());
+    std::vector<std::string> lines = describeParams(r.params, false);
+    // ATLAS_TIMEOUT_MS was set to its default, so it is not "non-default".
+    std::vector<std::string> expected = {"ATLAS_NSTREAMS=4", "ATLAS_CHUNK_BYTES=1M",
+                                         "ATLAS_IO=epoll"};
+    EXPECT_EQ(lines, expected);
+    std::vector<std::string> all = describeParams(r.params, true);
+    EXPECT_EQ(all.size(), paramSpecs().size());
+    EXPECT_EQ(all.front(), "ATLAS_SOCKET_IFNAME=(unset)");
+}
+
+TEST(ParamsTest, FormatSize) {
+    EXPECT_EQ(formatSize(0), "0");
+    EXPECT_EQ(formatSize(1000), "1000");
+    EXPECT_EQ(formatSize(4096), "4K");
+    EXPECT_EQ(formatSize(512 * kKiB), "512K");
+    EXPECT_EQ(formatSize(3 * kMiB), "3M");
+    EXPECT_EQ(formatSize(2 * kGiB), "2G");
+    EXPECT_EQ(formatSize(kMiB + 1), std::to_string(kMiB + 1));
+}
+
+TEST(ParamsTest, TransportConfigMapping) {
+    ParamsParse r = parseWith({{"ATLAS_ENGINE_THREADS", "3"},
+                               {"ATLAS_IO", "epoll"},
+                               {"ATLAS_NSTREAMS", "12"},
+                               {"ATLAS_MAX_STREAMS", "32"},
+                               {"ATLAS_SOCKBUF_BYTES", "8M"},
+                               {"ATLAS_CHUNK_BYTES", "256K"},
+                               {"ATLAS_INLINE_BYTES", "1K"},
+                               {"ATLAS_STRIPE", "even"},
+                               {"ATLAS_TIMEOUT_MS", "5000"},
+                               {"ATLAS_AUTH_KEY", "k"}});
+    ASSERT_TRUE(r.status().isOk()) << r.status().toString();
+    transport::TransportConfig c = makeTransportConfig(r.params, 25000);
+    EXPECT_EQ(c.engine_threads, 3);
+    EXPECT_EQ(c.io, transport::IoBackend::kEpoll);
+    EXPECT_EQ(c.nstreams, 12);
+    EXPECT_EQ(c.max_streams, 32);
+    EXPECT_EQ(c.sockbuf_bytes, 8 * kMiB);
+    EXPECT_EQ(c.chunk_bytes, 256 * kKiB);
+    EXPECT_EQ(c.inline_bytes, kKiB);
+    EXPECT_EQ(c.stripe, transport::StripeMode::kEven);
+    EXPECT_EQ(c.timeout_ms, 5000);
+    EXPECT_EQ(c.auth_key, "k");
+    EXPECT_EQ(c.link_bps, 25'000'000'000ull);  // ATLAS_LINK_GBPS unset: the device speed
+
+    Params p;
+    p.link_gbps = 2.5;
+    EXPECT_EQ(makeTransportConfig(p, 25000).link_bps, 2'500'000'000ull);
+    EXPECT_EQ(makeTransportConfig(Params{}, 0).link_bps, 10'000'000'000ull);
+}
+
+TEST(ParamsTest, DocsMentionEveryVariable) {
+    std::ifstream in(std::string(ATLAS_SOURCE_DIR) + "/docs/env.md");
+    ASSERT_TRUE(in) << "docs/env.md is missing";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string doc = ss.str();
+    for (const ParamSpec& s : paramSpecs()) {
+        // As a heading or table entry in backticks, not just a passing substring.
+        EXPECT_NE(doc.find(std::string("`") + s.key + "`"), std::string::npos)
+            << s.key << " is not documented in docs/env.md";
+    }
+}
+
+}  // namespace
+}  // namespace atlas::plugin
