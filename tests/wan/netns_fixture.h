@@ -1,0 +1,76 @@
+// Helpers for the `wan` tests: a pair of network namespaces joined by a real atlas-wanem
+// process, created with a name unique to this test process and removed in the destructor
+// (so also when an assertion fails). The emulator gets PR_SET_PDEATHSIG, so it dies with the
+// test process; namespaces left behind by a crashed earlier run (dead pid in the name) are
+// swept at the next start.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "atlas/common/status.h"
+
+namespace atlas::wanem::test {
+
+// Why the wan tests cannot run here (not root, no /dev/net/tun, `ip netns` unusable, no
+// atlas-wanem binary), or nullopt when they can.
+std::optional<std::string> wanSkipReason();
+
+// Paths of the emulator binary and the source tree (env ATLAS_WANEM / ATLAS_SOURCE_DIR,
+// else the values compiled in by CMake).
+std::string wanemBinary();
+std::string sourceDir();
+
+// A name prefix no other test process uses: "awt<pid>x<n>".
+std::string uniquePrefix();
+
+// Runs argv (execvp, no shell), returns the exit status (or -1). stdout/stderr go to
+// `output` when given.
+int runCommand(const std::vector<std::string>& argv, std::string* output = nullptr);
+
+// Runs fn() on a new thread that first joins namespace `ns` (setns is per thread), and
+// waits for it.
+Status runInNamespace(const std::string& ns, const std::function<void()>& fn);
+
+// A socket created inside namespace `ns` (it stays bound to that namespace and can then be
+// used from any thread). Returns -1 on failure.
+int tcpSocketIn(const std::string& ns);
+
+class EmulatedLink {
+  public:
+    // Creates namespaces <prefix>-a and <prefix>-b (lo up, IPv6 off, tcp_no_metrics_save=1).
+    explicit EmulatedLink(std::string prefix);
+    ~EmulatedLink();
+    EmulatedLink(const EmulatedLink&) = delete;
+    EmulatedLink& operator=(const EmulatedLink&) = delete;
+
+    // Starts atlas-wanem between the two namespaces with `args` (e.g. --delay-ms 10) and
+    // configures 10.1.0.1 (A) <-> 10.2.0.1 (B). Waits for the ready file (5 s).
+    Status start(const std::vector<std::string>& args);
+
+    // Counters now (SIGUSR1, waits until a newer document is written).
+    Result<nlohmann::json> stats();
+    // SIGTERM, wait for exit, return the final counters.
+    Result<nlohmann::json> stop();
+
+    const std::string& nsA() const { return ns_a_; }
+    const std::string& nsB() const { return ns_b_; }
+    static constexpr const char* kAddrA = "10.1.0.1";
+    static constexpr const char* kAddrB = "10.2.0.1";
+
+  private:
+    Result<nlohmann::json> readStats(uint64_t newer_than_seq);
+
+    std::string prefix_, ns_a_, ns_b_, dir_;
+    pid_t pid_ = -1;
+    uint64_t last_seq_ = 0;
+};
+
+}  // namespace atlas::wanem::test
