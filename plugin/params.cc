@@ -404,7 +404,9 @@ transport::TransportConfig makeTransportConfig(const Params& p, int device_speed
     if (p.link_gbps > 0) {
         c.link_bps = static_cast<uint64_t>(std::llround(p.link_gbps * 1e9));
     } else {
-        int mbps = device_speed_mbps > 0 ? device_speed_mbps : kDefaultSpeedMbps;
+        // Below 1 Gbit/s the reported speed is almost always a virtual device's placeholder
+        // (TUN reports 10 Mbit/s), not a path rate: treat it as unknown.
+        int mbps = device_speed_mbps >= 1000 ? device_speed_mbps : kDefaultSpeedMbps;
         c.link_bps = static_cast<uint64_t>(mbps) * 1'000'000ull;
     }
     return c;

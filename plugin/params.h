@@ -129,7 +129,7 @@ struct EnumChoices<transport::StripeMode> {
     X(ATLAS_AUTH_KEY_FILE, auth_key_file, String, "", 0, 0,                                       \
       "File holding the shared key (trailing newline stripped); exclusive with ATLAS_AUTH_KEY")   \
     X(ATLAS_LINK_GBPS, link_gbps, Double, 0.0, 0.0, 100000.0,                                     \
-      "Assumed path rate in Gbit/s for the automatic stream rule; 0 = the device speed")          \
+      "Assumed path rate in Gbit/s for the automatic stream rule; 0 = the device speed (10 if below 1)")          \
     X(ATLAS_ABORT_ON_ERROR, abort_on_error, Bool, false, 0, 0,                                    \
       "Debug: abort() on the first error any plugin call returns")                                \
     X(ATLAS_DEBUG_STDERR, debug_stderr, Bool, false, 0, 0,                                        \
