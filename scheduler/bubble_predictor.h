@@ -1,0 +1,136 @@
+// BubblePredictor: predicts the GPU-idle windows ("bubbles") of the next iterations from the
+// idle intervals observed so far (time a stage spent waiting for a receive).
+//
+// Model: an iteration of period P contains a fixed set of bubble slots (a pipeline stage has
+// a fill and a drain bubble under GPipe, and several small ones under 1F1B). Each slot has an
+// offset from the iteration start and a duration.
+//  - Period and phase: an owned PeriodDetector fed with the start of every observed interval.
+//  - Slots: each observed interval is folded onto the period (offset from the detector's
+//    anchor) and joins the slot within +-tolerance*P, or opens a new one. A slot keeps its
+//    last slot_history samples; its offset is their median, its duration a low quantile
+//    (duration_quantile) because precision matters more than coverage to BubbleTea.
+//  - Alignment: predictions are placed relative to the observations of the last iteration
+//    (the mean of their implied iteration starts), not the detector's anchor alone, so a
+//    late or early iteration shifts the predictions with it.
+//  - Output: for every slot seen in at least min_slot_rate of recent iterations, one window
+//    per iteration, shrunk by guard_ns at both ends, confidence = detector confidence x slot
+//    hit rate.
+// It emits nothing, and says why, while the period is unknown or lost (pause, pattern
+// change), when no interval was observed for stale_cycles periods (a pause shows here
+// before the detector's longer pause_cycles), or while no slot has enough samples.
+//
+// Threads: one owner; not thread-safe. Time enters only through arguments. observe() does
+// not allocate once the slots exist; predict() writes into a caller-owned vector.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "atlas/common/status.h"
+#include "scheduler/period_detector.h"
+#include "scheduler/types.h"
+
+namespace atlas::sched {
+
+// Detector defaults for bubbles: a tighter tolerance than for transfers, since a bubble
+// prediction is useless unless the period is known to a few percent anyway, and a tight
+// window keeps several bubbles per iteration separable.
+PeriodDetectorConfig defaultBubbleDetectorConfig();
+
+struct BubblePredictorConfig {
+    PeriodDetectorConfig detector = defaultBubbleDetectorConfig();
+    Nanos guard_ns = 200 * kNsPerUs;  // each window shrinks by this at both ends
+    int horizon_iterations = 2;       // K: windows of the current and next K-1 iterations
+    int max_slots = 16;               // bubble slots per iteration
+    int slot_history = 16;            // samples (iterations) kept per slot
+    int min_slot_samples = 2;         // samples before a slot is predicted
+    // Fraction of the last slot_history iterations a slot must appear in. With 20% of
+    // intervals unobserved a real slot stays far above it; sporadic idles stay below.
+    double min_slot_rate = 0.4;
+    double duration_quantile = 0.25;  // predicted duration = this quantile of samples
+    double stale_cycles = 1.5;        // no observation for this many periods: emit nothing
+    Nanos min_window_ns = 1;          // windows shorter than this (after guard) are dropped
+    Nanos min_idle_ns = 0;            // observed intervals shorter than this are ignored
+    size_t recent_intervals = 64;     // kept to rebuild slots when the period (re)locks
+};
+
+Status validate(const BubblePredictorConfig& config);
+
+struct PredictedWindow {
+    Nanos start_ns = 0;
+    Nanos end_ns = 0;
+    double confidence = 0.0;  // in [0, 1]
+    int64_t iteration = 0;    // absolute iteration number (PeriodEstimate numbering)
+};
+
+enum class PredictionStatus : uint8_t {
+    kOk,         // windows emitted (possibly none in the horizon)
+    kSearching,  // no period found yet
+    kLost,       // period lost; see lossReason()
+    kStale,      // no idle interval observed for stale_cycles periods
+    kWarmingUp,  // period known, no slot has enough samples yet
+};
+
+const char* predictionStatusName(PredictionStatus status);
+
+class BubblePredictor {
+  public:
+    // The config must be valid (see validate()).
+    explicit BubblePredictor(const BubblePredictorConfig& config = {});
+
+    // One observed idle interval, reported once it ended. Starts must be non-decreasing and
+    // end >= start (kInvalidArgument otherwise; the interval is ignored).
+    Status observe(const Interval& idle);
+
+    // Predicted windows that end after now_ns, sorted by start, into *out (cleared first).
+    // Returns kOk or why nothing was emitted.
+    PredictionStatus predict(Nanos now_ns, std::vector<PredictedWindow>* out) const;
+
+    PeriodEstimate period(Nanos now_ns) const { return detector_.estimate(now_ns); }
+    LossReason lossReason(Nanos now_ns) const { return detector_.estimate(now_ns).reason; }
+    // Slots currently tracked (including ones not yet predicted).
+    size_t slotCount() const { return slots_.size(); }
+    const BubblePredictorConfig& config() const { return config_; }
+
+  private:
+    struct Sample {
+        Nanos offset = 0;  // start offset from the iteration start (unwrapped near the slot)
+        Nanos duration = 0;
+        int64_t cycle = 0;
+    };
+    struct Slot {
+        std::vector<Sample> samples;  // ring of slot_history
+        size_t next = 0;
+        size_t count = 0;
+        Nanos offset = 0;    // median sample offset
+        Nanos duration = 0;  // duration_quantile of sample durations
+        int64_t first_cycle = 0;
+        int64_t last_cycle = 0;
+    };
+    struct Observation {
+        Nanos start_ns = 0;
+        Nanos slot_offset = 0;  // slot offset at observation time
+        int64_t cycle = 0;
+    };
+
+    void rebuild(const PeriodEstimate& est);
+    void assign(const Interval& idle, const PeriodEstimate& est);
+    void refresh(Slot& slot);
+    size_t obsCapacity() const { return 2 * static_cast<size_t>(config_.max_slots); }
+
+    BubblePredictorConfig config_;
+    PeriodDetector detector_;
+    std::vector<Slot> slots_;
+    uint64_t slots_epoch_ = 0;
+    std::vector<Interval> recent_;  // ring of recent_intervals
+    size_t recent_next_ = 0;
+    std::vector<Observation> observations_;  // ring: recent observations, for alignment
+    size_t obs_next_ = 0;
+    int64_t latest_cycle_ = INT64_MIN / 2;  // newest iteration with an observation
+    Nanos last_start_ns_ = 0;
+    Nanos last_end_ns_ = 0;
+    bool have_observation_ = false;
+    std::vector<Nanos> scratch_;
+};
+
+}  // namespace atlas::sched

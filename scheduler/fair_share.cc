@@ -1,0 +1,70 @@
+#include "scheduler/fair_share.h"
+
+#include <algorithm>
+
+namespace atlas::sched {
+
+FairShare::FairShare(const PolicyConfig&) {}
+
+Status FairShare::onRequest(FlowId flow, const FlowClass& cls, uint64_t bytes, Nanos now_ns) {
+    ATLAS_RETURN_IF_ERROR(checkTime(last_ns_, now_ns));
+    uint32_t slot = 0;
+    ATLAS_RETURN_IF_ERROR(flows_.add(flow, cls, bytes, now_ns, next_seq_, &slot));
+    ++next_seq_;
+    last_ns_ = now_ns;
+    active_.push_back(slot);
+    dirty_ = true;
+    return Status::ok();
+}
+
+Status FairShare::onProgress(FlowId flow, uint64_t bytes_done, Nanos now_ns) {
+    ATLAS_RETURN_IF_ERROR(checkTime(last_ns_, now_ns));
+    const uint32_t slot = flows_.find(flow);
+    if (slot == FlowTable::kNone) {
+        return Status(Code::kInvalidArgument, "progress for an unknown flow");
+    }
+    ATLAS_RETURN_IF_ERROR(checkProgress(flows_.at(slot), bytes_done));
+    flows_.at(slot).bytes_done = bytes_done;
+    last_ns_ = now_ns;
+    return Status::ok();
+}
+
+Status FairShare::onComplete(FlowId flow, Nanos now_ns) {
+    return remove(flow, now_ns);
+}
+
+Status FairShare::onCancel(FlowId flow, Nanos now_ns) {
+    return remove(flow, now_ns);
+}
+
+Status FairShare::remove(FlowId flow, Nanos now_ns) {
+    ATLAS_RETURN_IF_ERROR(checkTime(last_ns_, now_ns));
+    const uint32_t slot = flows_.find(flow);
+    if (slot == FlowTable::kNone) {
+        return Status(Code::kInvalidArgument, "completion or cancel for an unknown flow");
+    }
+    last_ns_ = now_ns;
+    active_.erase(std::find(active_.begin(), active_.end(), slot));
+    flows_.remove(slot);
+    dirty_ = true;
+    return Status::ok();
+}
+
+std::span<const Grant> FairShare::decide(Nanos now_ns) {
+    (void)now_ns;
+    if (dirty_) {
+        grants_.clear();
+        const double share = active_.empty() ? 0.0 : 1.0 / static_cast<double>(active_.size());
+        for (uint32_t slot : active_) {
+            grants_.push_back(Grant{flows_.at(slot).id, share, kNever});
+        }
+        dirty_ = false;
+    }
+    return grants_;
+}
+
+Nanos FairShare::nextDecisionNs(Nanos now_ns) const {
+    return dirty_ ? now_ns : kNever;
+}
+
+}  // namespace atlas::sched

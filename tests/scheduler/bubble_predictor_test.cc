@@ -1,0 +1,246 @@
+#include "scheduler/bubble_predictor.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "scheduler/interval_accuracy.h"
+#include "tests/scheduler/trace_gen.h"
+
+namespace atlas::sched {
+namespace {
+
+using testing::generate;
+using testing::PatternSpec;
+using testing::Rng;
+using testing::Trace;
+
+constexpr Nanos kP = 100 * kNsPerMs;
+constexpr Nanos kStep = 500 * kNsPerUs;
+
+// What a reader of the bubble channel saw: it polls the predictor every `step`, the way the
+// plugin republishes, and at each instant trusts the latest prediction. Intervals are
+// observed when they end, as the plugin learns about a receive wait only when it finishes.
+struct Poll {
+    Nanos now = 0;
+    PredictionStatus status = PredictionStatus::kOk;
+    LossReason reason = LossReason::kNone;
+};
+
+struct Live {
+    std::vector<Interval> predicted;  // the union of what was believed, instant by instant
+    std::vector<Poll> polls;
+};
+
+Live runLive(BubblePredictor& p, const std::vector<Interval>& observed, Nanos from, Nanos to) {
+    Live live;
+    size_t next = 0;
+    std::vector<PredictedWindow> out;
+    for (Nanos now = from; now < to; now += kStep) {
+        while (next < observed.size() && observed[next].end_ns <= now) {
+            EXPECT_TRUE(p.observe(observed[next]).isOk());
+            ++next;
+        }
+        const PredictionStatus st = p.predict(now, &out);
+        live.polls.push_back({now, st, p.lossReason(now)});
+        if (st != PredictionStatus::kOk) {
+            EXPECT_TRUE(out.empty());
+        }
+        for (const PredictedWindow& w : out) {
+            EXPECT_LT(w.start_ns, w.end_ns);
+            EXPECT_GT(w.end_ns, now);
+            const Interval clipped{std::max(w.start_ns, now), std::min(w.end_ns, now + kStep)};
+            if (clipped.end_ns > clipped.start_ns) {
+                live.predicted.push_back(clipped);
+            }
+        }
+    }
+    return live;
+}
+
+PatternSpec threeBubbles() {
+    // Fill bubble, a wait between forward and backward, drain bubble.
+    PatternSpec spec;
+    spec.offsets = {0.0, 0.35, 0.8};
+    spec.lengths = {0.15, 0.10, 0.15};
+    spec.iteration_jitter = 0.005;
+    spec.event_jitter = 0.002;
+    return spec;
+}
+
+TEST(BubblePredictorTest, ExactWindowsOnACleanTrace) {
+    BubblePredictorConfig cfg;
+    cfg.guard_ns = 1 * kNsPerMs;
+    cfg.horizon_iterations = 3;
+    BubblePredictor p(cfg);
+    // One 20 ms bubble at the middle of every 100 ms iteration, no jitter.
+    std::vector<PredictedWindow> out;
+    EXPECT_EQ(p.predict(0, &out), PredictionStatus::kSearching);
+    Nanos last_start = 0;
+    for (int i = 0; i < 12; ++i) {
+        last_start = kNsPerSec + i * kP + 50 * kNsPerMs;
+        ASSERT_TRUE(p.observe({last_start, last_start + 20 * kNsPerMs}).isOk());
+    }
+    const Nanos now = last_start + 30 * kNsPerMs;  // after the last bubble ended
+    ASSERT_EQ(p.predict(now, &out), PredictionStatus::kOk);
+    EXPECT_EQ(p.period(now).period_ns, kP);
+    // The current iteration's bubble is over; the next horizon-1 iterations' remain.
+    ASSERT_EQ(out.size(), 2u);
+    for (size_t k = 0; k < out.size(); ++k) {
+        const Nanos start = last_start + static_cast<Nanos>(k + 1) * kP;
+        EXPECT_EQ(out[k].start_ns, start + cfg.guard_ns);
+        EXPECT_EQ(out[k].end_ns, start + 20 * kNsPerMs - cfg.guard_ns);
+        EXPECT_GT(out[k].confidence, 0.9);
+    }
+    EXPECT_EQ(out[1].iteration, out[0].iteration + 1);
+}
+
+TEST(BubblePredictorTest, AccurateOnThreeBubblesPerIteration) {
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+        SCOPED_TRACE(seed);
+        Rng rng(seed);
+        PatternSpec spec = threeBubbles();
+        spec.drop = 0.1;
+        Trace t = generate(spec, 120, kNsPerSec, rng);
+        BubblePredictor p;
+        Live live = runLive(p, t.observed, kNsPerSec, t.end_ns);
+        const Nanos warm = kNsPerSec + 40 * kP;
+        const Accuracy a = measureAccuracy(t.truth, live.predicted, {warm, t.end_ns});
+        EXPECT_GE(a.coverage, 0.9);
+        EXPECT_GE(a.precision, 0.95);
+        EXPECT_EQ(p.slotCount(), 3u);
+    }
+}
+
+// 1F1B: a fill bubble, six small waits in the steady phase, a drain bubble.
+TEST(BubblePredictorTest, AccurateWithManySmallBubbles) {
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+        SCOPED_TRACE(seed);
+        Rng rng(seed);
+        PatternSpec spec;
+        spec.offsets = {0.0, 0.20, 0.30, 0.40, 0.50, 0.60, 0.70, 0.85};
+        spec.lengths = {0.12, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.10};
+        spec.iteration_jitter = 0.003;
+        spec.event_jitter = 0.001;
+        spec.drop = 0.05;
+        Trace t = generate(spec, 120, kNsPerSec, rng);
+        BubblePredictorConfig cfg;
+        cfg.guard_ns = 100 * kNsPerUs;
+        BubblePredictor p(cfg);
+        Live live = runLive(p, t.observed, kNsPerSec, t.end_ns);
+        const Nanos warm = kNsPerSec + 40 * kP;
+        const Accuracy a = measureAccuracy(t.truth, live.predicted, {warm, t.end_ns});
+        EXPECT_GE(a.coverage, 0.9);
+        EXPECT_GE(a.precision, 0.95);
+        EXPECT_EQ(p.slotCount(), 8u);
+    }
+}
+
+// A fifth of the idle intervals are never observed: the predictor still predicts them.
+TEST(BubblePredictorTest, PredictsBubblesItDidNotObserve) {
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+        SCOPED_TRACE(seed);
+        Rng rng(seed);
+        PatternSpec spec = threeBubbles();
+        spec.drop = 0.2;
+        Trace t = generate(spec, 120, kNsPerSec, rng);
+        BubblePredictor p;
+        Live live = runLive(p, t.observed, kNsPerSec, t.end_ns);
+        const Nanos warm = kNsPerSec + 40 * kP;
+        // Accuracy against the truth restricted to the bubbles that were dropped.
+        std::vector<Interval> unseen;
+        std::set_difference(t.truth.begin(), t.truth.end(), t.observed.begin(), t.observed.end(),
+                            std::back_inserter(unseen), [](const Interval& a, const Interval& b) {
+                                return a.start_ns < b.start_ns;
+                            });
+        ASSERT_GT(unseen.size(), 40u);
+        const Accuracy all = measureAccuracy(t.truth, live.predicted, {warm, t.end_ns});
+        EXPECT_GE(all.coverage, 0.9);
+        EXPECT_GE(all.precision, 0.95);
+        const Accuracy hidden = measureAccuracy(unseen, live.predicted, {warm, t.end_ns});
+        EXPECT_GE(hidden.coverage, 0.85);
+    }
+}
+
+TEST(BubblePredictorTest, StopsPredictingDuringAPauseAndRecovers) {
+    Rng rng(11);
+    PatternSpec spec = threeBubbles();
+    Trace before = generate(spec, 50, kNsPerSec, rng);
+    const Nanos pause_ns = 3 * kNsPerSec;  // a checkpoint: no receive waits at all
+    Trace after = generate(spec, 60, before.end_ns + pause_ns, rng);
+    std::vector<Interval> observed = before.observed;
+    observed.insert(observed.end(), after.observed.begin(), after.observed.end());
+    std::vector<Interval> truth = before.truth;
+    truth.insert(truth.end(), after.truth.begin(), after.truth.end());
+
+    BubblePredictor p;
+    Live live = runLive(p, observed, kNsPerSec, after.end_ns);
+    const Nanos last_end = before.observed.back().end_ns;
+    const Nanos stale_at =
+        last_end + static_cast<Nanos>(p.config().stale_cycles * static_cast<double>(kP));
+    const Nanos resume = before.end_ns + pause_ns;
+    std::map<PredictionStatus, int> during;
+    for (const Poll& poll : live.polls) {
+        if (poll.now > stale_at + kStep && poll.now < resume) {
+            EXPECT_NE(poll.status, PredictionStatus::kOk) << poll.now;
+            during[poll.status]++;
+            if (poll.status == PredictionStatus::kLost) {
+                EXPECT_EQ(poll.reason, LossReason::kPause);
+            }
+        }
+    }
+    EXPECT_GT(during[PredictionStatus::kStale], 0);  // first: nothing observed recently
+    EXPECT_GT(during[PredictionStatus::kLost], 0);   // then: the detector reports a pause
+    // Nothing was predicted inside the pause.
+    const Accuracy in_pause =
+        measureAccuracy(truth, live.predicted, {stale_at + kStep, before.end_ns + pause_ns});
+    EXPECT_EQ(in_pause.predicted_ns, 0);
+    // Predictions come back after training resumes, and are accurate again.
+    const Nanos warm = before.end_ns + pause_ns + 30 * kP;
+    const Accuracy a = measureAccuracy(truth, live.predicted, {warm, after.end_ns});
+    EXPECT_GE(a.coverage, 0.9);
+    EXPECT_GE(a.precision, 0.95);
+}
+
+TEST(BubblePredictorTest, RelearnsAfterAPeriodChange) {
+    Rng rng(5);
+    PatternSpec a = threeBubbles();
+    Trace t1 = generate(a, 60, kNsPerSec, rng);
+    PatternSpec b = a;
+    b.period_ns = 130 * kNsPerMs;
+    Trace t2 = generate(b, 80, t1.end_ns, rng);
+    std::vector<Interval> observed = t1.observed;
+    observed.insert(observed.end(), t2.observed.begin(), t2.observed.end());
+    BubblePredictor p;
+    Live live = runLive(p, observed, kNsPerSec, t2.end_ns);
+    const Nanos warm = t1.end_ns + 40 * b.period_ns;
+    const Accuracy acc = measureAccuracy(t2.truth, live.predicted, {warm, t2.end_ns});
+    EXPECT_GE(acc.coverage, 0.9);
+    EXPECT_GE(acc.precision, 0.95);
+    EXPECT_NEAR(static_cast<double>(p.period(t2.end_ns).period_ns), 130e6, 130e6 * 0.02);
+}
+
+TEST(BubblePredictorTest, RejectsMalformedIntervals) {
+    BubblePredictor p;
+    EXPECT_EQ(p.observe({100, 50}).code(), Code::kInvalidArgument);
+    ASSERT_TRUE(p.observe({100, 150}).isOk());
+    EXPECT_EQ(p.observe({99, 200}).code(), Code::kInvalidArgument);
+    EXPECT_TRUE(p.observe({100, 120}).isOk());
+}
+
+TEST(BubblePredictorTest, ValidatesConfig) {
+    EXPECT_TRUE(validate(BubblePredictorConfig{}).isOk());
+    BubblePredictorConfig c;
+    c.min_slot_samples = c.slot_history + 1;
+    EXPECT_EQ(validate(c).code(), Code::kInvalidArgument);
+    c = {};
+    c.horizon_iterations = 0;
+    EXPECT_EQ(validate(c).code(), Code::kInvalidArgument);
+    c = {};
+    c.detector.tolerance = 0.5;
+    EXPECT_EQ(validate(c).code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace atlas::sched
