@@ -4,3 +4,10 @@ target_include_directories(fuzz_plugin_params PRIVATE ${PROJECT_SOURCE_DIR})
 atlas_add_fuzzer(fuzz_wanem_packet SOURCES ${PROJECT_SOURCE_DIR}/tests/wan/fuzz_wanem_packet.cc LIBS atlas_wanem_packet_sources)  # atlas-wanem frame parser + GSO splitter
 atlas_add_fuzzer(fuzz_safetensors SOURCES ${PROJECT_SOURCE_DIR}/tests/bubbletea/engine_fuzz_safetensors.cc ${PROJECT_SOURCE_DIR}/bubbletea/engine/safetensors.cc ${PROJECT_SOURCE_DIR}/bubbletea/engine/model_config.cc ${PROJECT_SOURCE_DIR}/bubbletea/engine/dtype.cc LIBS atlas::common nlohmann_json::nlohmann_json)
 target_include_directories(fuzz_safetensors PRIVATE ${PROJECT_SOURCE_DIR})
+atlas_add_fuzzer(fuzz_transport_wire SOURCES fuzz_transport_wire.cc LIBS atlas::transport)
+# bubble channel reader validation (segment images); reader sources compiled in so libFuzzer instruments them
+atlas_add_fuzzer(fuzz_bubble_channel SOURCES ${PROJECT_SOURCE_DIR}/tests/channel/fuzz_bubble_channel.cc ${PROJECT_SOURCE_DIR}/bubbletea/channel/channel_reader.cc ${PROJECT_SOURCE_DIR}/bubbletea/channel/segment.cc ${PROJECT_SOURCE_DIR}/bubbletea/channel/channel_name.cc ${PROJECT_SOURCE_DIR}/bubbletea/channel/channel_types.cc LIBS atlas::common)
+target_include_directories(fuzz_bubble_channel PRIVATE ${PROJECT_SOURCE_DIR})
+# atlas-net-perf: bootstrap frames/plans from the peer and the CLI grammar (sources compiled in so libFuzzer instruments them)
+atlas_add_fuzzer(fuzz_net_perf_parse SOURCES ${PROJECT_SOURCE_DIR}/tests/abi/fuzz_net_perf_parse.cc ${PROJECT_SOURCE_DIR}/perf/atlas-net-perf/options.cc ${PROJECT_SOURCE_DIR}/perf/atlas-net-perf/bootstrap.cc ${PROJECT_SOURCE_DIR}/tests/abi/harness.cc ${PROJECT_SOURCE_DIR}/tests/abi/harness_process.cc LIBS atlas::common nlohmann_json::nlohmann_json ${CMAKE_DL_LIBS})
+target_include_directories(fuzz_net_perf_parse PRIVATE ${PROJECT_SOURCE_DIR})
