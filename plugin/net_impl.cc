@@ -15,9 +15,12 @@
 #include <vector>
 
 #include "atlas/common/clock.h"
+#include "bubbletea/channel/channel_name.h"
+#include "plugin/bubbles.h"
 #include "plugin/devices.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
+#include "plugin/wan/admission.h"
 #include "transport/net.h"
 
 #ifndef ATLAS_VERSION
@@ -56,6 +59,8 @@ struct CommBase {
 };
 struct ListenObj : CommBase {
     std::unique_ptr<transport::ListenComm> comm;
+    IdleRecorder* bubbles = nullptr;  // receives of accepted WAN comms are watched when set
+    const wan::WanAdmission* wan = nullptr;  // the WAN rule for those receives; outlives us
 };
 struct SendObj : CommBase {
     std::unique_ptr<transport::SendComm> comm;
@@ -84,6 +89,15 @@ struct GlobalState {
     // Owned here rather than a function-local static so it outlives the engine threads even
     // when teardown runs from the library destructor at exit (after static destructors).
     MonotonicClock clock;
+    // Bubble measurement (docs/bubbles.md): the recorder is fed by engine threads, so it is
+    // declared before the transport (destroyed after the engines stop); the publisher
+    // thread reads it and stops first.
+    IdleRecorder idle_recorder;
+    std::unique_ptr<BubblePublisher> bubbles;
+    bool bubbles_tried = false;  // the publisher starts with the first WAN receive comm
+    // WAN admission (docs/arbitration.md): gates live in comms, so it is destroyed after
+    // the transport; its destructor joins the arbiter client and shm watcher threads.
+    std::unique_ptr<wan::WanAdmission> wan;
     std::unique_ptr<transport::Transport> transport;  // declared last: destroyed first
 };
 
@@ -166,6 +180,56 @@ Status checkDevLocked(int dev) {
     return Status::ok();
 }
 
+// This process's GPU index on its node, for the default bubble channel name.
+int localRank(const Params& p) {
+    if (p.local_rank >= 0) {
+        return static_cast<int>(p.local_rank);
+    }
+    for (const char* var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                            "MV2_COMM_WORLD_LOCAL_RANK"}) {
+        const char* v = std::getenv(var);
+        if (v != nullptr && *v != '\0') {
+            char* end = nullptr;
+            long r = std::strtol(v, &end, 10);
+            if (*end == '\0' && r >= 0 && r < 1024) {
+                return static_cast<int>(r);
+            }
+        }
+    }
+    return 0;
+}
+
+// Bubble prediction is best effort: a channel that cannot be created is logged once and the
+// plugin runs on without it. Started by the first WAN receive comm, so processes without WAN
+// traffic (tests, intra-DC jobs, two ranks of one host on loopback) create no channel.
+void startBubblesLocked(GlobalState& st) {
+    if (!st.params.bubbles || st.bubbles_tried) {
+        return;
+    }
+    st.bubbles_tried = true;
+    BubbleConfig bc;
+    auto name = channel::resolveChannelName(
+        st.params.bubble_channel.empty() ? nullptr : st.params.bubble_channel.c_str(),
+        localRank(st.params));
+    if (!name) {
+        ATLAS_WARN("ATLAS_BUBBLE_CHANNEL: %s; bubbles not published",
+                   name.status().toString().c_str());
+        return;
+    }
+    bc.channel_name = name.value();
+    bc.predictor.guard_ns = static_cast<Nanos>(st.params.bubble_guard_us) * kNsPerUs;
+    auto pub = BubblePublisher::start(bc, &st.idle_recorder, st.clock, makeLibraryLogger());
+    if (!pub) {
+        ATLAS_WARN("bubble channel %s not published: %s", bc.channel_name.c_str(),
+                   pub.status().toString().c_str());
+        return;
+    }
+    st.bubbles = std::move(pub.value());
+    ATLAS_INFO("bubble channel %s: publishing predicted idle windows (guard %llu us)",
+               st.bubbles->channelName().c_str(),
+               static_cast<unsigned long long>(st.params.bubble_guard_us));
+}
+
 // Creates the global state if there is none: registry, devices, engine pool.
 Status ensureStateLocked() {
     if (g_state != nullptr) {
@@ -178,6 +242,12 @@ Status ensureStateLocked() {
     g_abort_on_error.store(parsed.params.abort_on_error, std::memory_order_relaxed);
     ATLAS_RETURN_IF_ERROR(parsed.status());
     st->params = std::move(parsed.params);
+    auto wan_config = wan::configFromParams(st->params);
+    if (!wan_config) {
+        return wan_config.status();
+    }
+    st->wan = std::make_unique<wan::WanAdmission>(std::move(wan_config.value()),
+                                                  makeLibraryLogger());
     for (const std::string& line : describeParams(st->params, false)) {
         ATLAS_INFO("%s", line.c_str());
     }
@@ -480,6 +550,10 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
             // The Transport outlives this call: a live context (or the legacy reference)
             // keeps the state, and NCCL does not finalize while it is listening.
             t = g_state->transport.get();
+            if (g_state->params.bubbles) {
+                obj->bubbles = &g_state->idle_recorder;
+                obj->wan = g_state->wan.get();
+            }
         }
         auto lc = t->listen(local, static_cast<uint8_t*>(handle));
         if (!lc) {
@@ -501,6 +575,7 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
         }
         *send_comm = nullptr;
         transport::Transport* t = nullptr;
+        wan::WanAdmission* wan_admission = nullptr;  // lives as long as t
         uint64_t comm_id = 0;
         int tc = NCCL_NET_TRAFFIC_CLASS_UNDEF;
         {
@@ -514,6 +589,7 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
                 tc = c->traffic_class;
             }
             t = g_state->transport.get();
+            wan_admission = g_state->wan.get();
         }
         if (traffic_class != nullptr) {
             tc = *traffic_class;
@@ -522,6 +598,15 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
         ATLAS_RETURN_IF_ERROR(t->connect(static_cast<uint8_t*>(handle), &sc));
         if (sc == nullptr) {
             return Status::ok();  // not connected yet: NCCL calls again with the same handle
+        }
+        if (wan_admission != nullptr) {
+            // Before NCCL can isend on it: WAN flows get their admission gate here.
+            const wan::AttachResult wr = wan_admission->attach(*sc, comm_id, tc);
+            if (wr.verdict.wan) {
+                ATLAS_INFO("WAN send comm to %s (%s): %s, %s (%s)",
+                           sc->info().peer.toString().c_str(), wr.verdict.reason.c_str(),
+                           wr.mode.c_str(), wan::describeClass(wr.cls).c_str(), wr.class_rule);
+            }
         }
         auto obj = std::make_unique<SendObj>();
         obj->magic = kSendMagic;
@@ -540,6 +625,16 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
     });
 }
 
+// Starts the bubble publisher on first use; false when it is off or could not start.
+static bool bubblePublisherRunning() {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_state == nullptr) {
+        return false;
+    }
+    startBubblesLocked(*g_state);
+    return g_state->bubbles != nullptr;
+}
+
 ncclResult_t accept(void* listen_comm, void** recv_comm) {
     return guarded("accept", [&]() -> Status {
         if (recv_comm == nullptr) {
@@ -554,6 +649,14 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
         ATLAS_RETURN_IF_ERROR(lobj->comm->accept(&rc));
         if (rc == nullptr) {
             return Status::ok();  // no connector finished the handshake yet
+        }
+        if (lobj->bubbles != nullptr && lobj->wan != nullptr && lobj->wan->isWanRecv(*rc) &&
+            bubblePublisherRunning()) {
+            // Only WAN receives are GPU waits worth predicting (docs/bubbles.md); set before
+            // NCCL can post a receive on the comm (the observer's publication rule).
+            static std::atomic<uint64_t> next_id{1};
+            const uint64_t id = next_id.fetch_add(1, std::memory_order_relaxed) & 0xffff;
+            rc->setObserver(std::make_unique<CommIdleObserver>(lobj->bubbles, id));
         }
         auto obj = std::make_unique<RecvObj>();
         obj->magic = kRecvMagic;

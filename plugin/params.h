@@ -133,7 +133,33 @@ struct EnumChoices<transport::StripeMode> {
     X(ATLAS_ABORT_ON_ERROR, abort_on_error, Bool, false, 0, 0,                                    \
       "Debug: abort() on the first error any plugin call returns")                                \
     X(ATLAS_DEBUG_STDERR, debug_stderr, Bool, false, 0, 0,                                        \
-      "Mirror plugin log lines to stderr when NCCL provides no logger")
+      "Mirror plugin log lines to stderr when NCCL provides no logger")                           \
+    X(ATLAS_DC_MAP, dc_map, String, "", 0, 0,                                                     \
+      "WAN classifier: address prefixes to DC names, e.g. 10.1.0.0/16=east,10.2.0.0/16=west")     \
+    X(ATLAS_WAN_RTT_US, wan_rtt_us, Uint, 2000, 0, 10000000,                                      \
+      "Without ATLAS_DC_MAP: a send comm whose handshake RTT is at least this is WAN; 0 = all")   \
+    X(ATLAS_FLOW_CLASS, flow_class, String, "", 0, 0,                                             \
+      "Flow class PIPELINE:STAGE[:fwd|bwd] when NCCL gives no trafficClass; unset = automatic")   \
+    X(ATLAS_SHARING, sharing, String, "fair", 0, 0,                                               \
+      "WAN link sharing without an arbiter: fair (no gating), temporal, workload (= temporal)")   \
+    X(ATLAS_ARBITER, arbiter, String, "", 0, 0,                                                   \
+      "atlas-arbiter HOST:PORT for DC-wide arbitration; unset = node-local shared memory")        \
+    X(ATLAS_ARBITER_TIMEOUT_MS, arbiter_timeout_ms, Uint, 1000, 10, 600000,                       \
+      "Bound on one arbiter connection attempt; WAN flows wait at most this at startup")          \
+    X(ATLAS_SLOT_MS, slot_ms, Uint, 250, 0, 3600000,                                              \
+      "Node-local arbitration: longest slot of one grant in ms; 0 = until the flow drains")       \
+    X(ATLAS_LEASE_MS, lease_ms, Uint, 200, 10, 600000,                                            \
+      "Node-local arbitration: a holder process silent this long loses the link")                 \
+    X(ATLAS_NODE_SHM, node_shm, String, "atlas-wan", 0, 0,                                        \
+      "Name prefix of the node-local arbitration segments in /dev/shm (one per link)")            \
+    X(ATLAS_BUBBLES, bubbles, Bool, true, 0, 0,                                                   \
+      "Measure GPU-idle intervals on WAN receives, predict the next ones, publish them")          \
+    X(ATLAS_BUBBLE_GUARD_US, bubble_guard_us, Uint, 200, 0, 1000000,                              \
+      "Guard band in us removed from both ends of every predicted idle window")                   \
+    X(ATLAS_BUBBLE_CHANNEL, bubble_channel, String, "", 0, 0,                                     \
+      "Bubble channel shm name ({local_rank} is substituted); default per local rank")            \
+    X(ATLAS_LOCAL_RANK, local_rank, Int, -1, -1, 1023,                                            \
+      "This process's GPU index on the node; -1 = LOCAL_RANK / OMPI / SLURM variables, else 0")
 
 // Duplicate keys fail to compile: each key defines one empty struct in this namespace.
 namespace param_key_guards {

@@ -57,6 +57,9 @@ Status CommCore::post(uint8_t* data, uint64_t size, Request** out) {
     r.seq_ = post_seq_;
     r.result_ = 0;
     r.state_.store(Request::kPosted, std::memory_order_relaxed);
+    if (observer_ != nullptr) {
+        observer_->posted(post_seq_, params_.clock->nowNs());
+    }
     ++post_seq_;
     // Publishes the slot contents to the engine (pairs with the acquire in takePosted()).
     posted_seq_.store(post_seq_, std::memory_order_release);
@@ -131,6 +134,10 @@ void CommCore::beginClose() {
     // Destroyed here, on the engine thread: once the gate's destructor returns it no longer
     // rings this comm, so the comm cannot sit in the doorbell stack when it is freed.
     gate_.reset();
+    if (observer_ != nullptr) {
+        observer_->closed(params_.clock->nowNs());
+        observer_.reset();
+    }
     for (auto& s : streams_) {
         if (s->fd.valid()) {
             // Wakes every in-flight op on the socket (they complete with EOF/errors); data
@@ -216,6 +223,9 @@ void CommCore::completeRequest(uint64_t seq, uint64_t result) {
     Request& r = slot(seq);
     state(seq).complete = true;
     r.result_ = result;
+    if (observer_ != nullptr) {
+        observer_->completed(seq, params_.clock->nowNs());
+    }
     // Publishes result_ to test() (pairs with its acquire load).
     r.state_.store(Request::kDone, std::memory_order_release);
     while (oldest_ < engine_seq_ && state(oldest_).complete) {

@@ -27,7 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "atlas/admission.h"
 #include "atlas/common/log.h"
+#include "atlas/recv_observer.h"
 #include "atlas/common/status.h"
 #include "transport/net.h"
 #include "transport/reactor.h"
@@ -91,6 +93,8 @@ class CommCore final : public IoHandler {
     // Poster side, before the first post: published to the engine by post()'s release store
     // (the engine reads gate_ only once a posted message waits for striping).
     void setGate(std::unique_ptr<FlowGate> gate) { gate_ = std::move(gate); }
+    // Same publication rule as setGate (the engine first touches it for a posted receive).
+    void setObserver(std::unique_ptr<RecvObserver> observer) { observer_ = std::move(observer); }
 
     // ---- Engine thread only ----
     void onAdopt(Reactor& reactor);
@@ -177,6 +181,7 @@ class CommCore final : public IoHandler {
     CommParams params_;
     Engine* engine_;
     std::unique_ptr<FlowGate> gate_;  // null: not arbitrated
+    std::unique_ptr<RecvObserver> observer_;  // null: receives not watched
     bool granted_ = false;            // engine: holding the gate's grant
     uint64_t granted_bytes_ = 0;      // striped under the current grant
     Reactor* reactor_ = nullptr;

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "atlas/admission.h"
+#include "atlas/recv_observer.h"
 #include "atlas/common/clock.h"
 #include "atlas/common/log.h"
 #include "atlas/common/status.h"
@@ -169,6 +170,9 @@ class RecvComm {
     Status irecv(void* data, size_t capacity, Request** req);
     Status close();
     const CommInfo& info() const;
+    // Reports each receive's post and completion times (bubble measurement). Call before
+    // the first irecv; the comm owns the observer.
+    void setObserver(std::unique_ptr<RecvObserver> observer);
 
     struct Impl;
     explicit RecvComm(std::unique_ptr<Impl> impl);

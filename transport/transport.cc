@@ -243,5 +243,8 @@ Status RecvComm::close() {
 const CommInfo& RecvComm::info() const {
     return impl_->core->info();
 }
+void RecvComm::setObserver(std::unique_ptr<RecvObserver> observer) {
+    impl_->core->setObserver(std::move(observer));
+}
 
 }  // namespace atlas::transport

@@ -1,0 +1,182 @@
+// The arbitration protocol between the plugin (arbiter client) and atlas-arbiter: a small
+// binary request/grant/release protocol over one TCP connection per plugin process.
+//
+// Framing: every message is a 12-byte header followed by a body of a fixed size per type
+// (kError alone carries variable text). All integers are little-endian.
+//
+//   offset 0  4 bytes  magic "AtAr" (the ASCII bytes, so the server can tell it from "GET ")
+//   offset 4  u8       version (kProtocolVersion)
+//   offset 5  u8       type (MsgType)
+//   offset 6  u16      reserved, must be 0
+//   offset 8  u32      body length (must equal the type's size; kError: 4..kMaxErrorBody)
+//
+// Conversation (docs/arbitration.md has the diagrams):
+//   C: Hello{client nonce, pid, name}
+//   S: Challenge{server nonce, server MAC, policy, lease, heartbeat, session id}
+//   C: Auth{client MAC}                 (zeros when the client has no key)
+//   S: Welcome{session id}  or  Error{...} and close
+//   then, in any order:  C: Open / Request / Release / Close / Ping   S: Grant / Pong / Error
+//
+// Authentication (when the server has a key): HMAC-SHA256 over a role label, both nonces and
+// the session id, with the same shared key as the data path (ATLAS_AUTH_KEY). The labels
+// differ from the transport's, so a MAC seen on one protocol is useless on the other.
+//
+// Untrusted input: Decoder accepts arbitrary bytes (fuzzed by fuzz_arbiter_protocol); a
+// malformed frame is a protocol error that ends the connection, never undefined behaviour.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "atlas/common/clock.h"
+#include "atlas/common/status.h"
+
+namespace atlas::arbiter {
+
+inline constexpr uint8_t kMagic[4] = {'A', 't', 'A', 'r'};
+inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr size_t kHeaderBytes = 12;
+inline constexpr size_t kNameBytes = 32;  // client name, link name: NUL-padded
+inline constexpr size_t kMaxErrorText = 200;
+
+using Nonce = std::array<uint8_t, 16>;
+using Mac = std::array<uint8_t, 32>;
+
+enum class MsgType : uint8_t {
+    kHello = 1,
+    kChallenge = 2,
+    kAuth = 3,
+    kWelcome = 4,
+    kOpen = 5,
+    kRequest = 6,
+    kGrant = 7,
+    kRelease = 8,
+    kClose = 9,
+    kPing = 10,
+    kPong = 11,
+    kError = 12,
+};
+
+// The policy the server runs, announced in the Challenge. Values match sched::PolicyKind.
+enum class WirePolicy : uint8_t { kFair = 0, kTemporal = 1, kWorkload = 2 };
+
+// Flow class on the wire (sched::FlowClass without the scheduler dependency).
+struct WireClass {
+    int32_t pipeline = 0;
+    int32_t stage = 0;
+    uint8_t direction = 0;  // 0 forward, 1 backward
+    friend bool operator==(const WireClass&, const WireClass&) = default;
+};
+
+struct Hello {
+    Nonce client_nonce{};
+    uint32_t pid = 0;
+    std::string name;  // <= kNameBytes, printable; for logs and metrics
+};
+struct Challenge {
+    Nonce server_nonce{};
+    Mac server_mac{};  // zeros when the server has no key
+    WirePolicy policy = WirePolicy::kTemporal;
+    bool auth_required = false;
+    Nanos lease_ns = 0;      // a session silent this long is dropped (its grants revoked)
+    Nanos heartbeat_ns = 0;  // the client pings at least this often
+    uint64_t session_id = 0;
+};
+struct Auth {
+    Mac client_mac{};
+};
+struct Welcome {
+    uint64_t session_id = 0;
+};
+// Declares a flow of this session (flow ids are chosen by the client, unique per session).
+struct Open {
+    uint32_t flow = 0;
+    WireClass cls;
+    std::string link;  // which bottleneck: 1..kNameBytes printable bytes
+};
+// The flow has `bytes` queued and asks for the link.
+struct Request {
+    uint32_t flow = 0;
+    uint64_t bytes = 0;
+};
+// The flow may send for slot_ns from receipt (0 = until it releases). seq identifies the grant.
+struct Grant {
+    uint32_t flow = 0;
+    uint64_t seq = 0;
+    Nanos slot_ns = 0;
+};
+// The flow is done with grant `seq` (its queue drained or its slot ended); `bytes` were sent.
+struct Release {
+    uint32_t flow = 0;
+    uint64_t seq = 0;
+    uint64_t bytes = 0;
+};
+struct Close {
+    uint32_t flow = 0;
+};
+struct Ping {
+    uint64_t token = 0;
+};
+struct Pong {
+    uint64_t token = 0;
+};
+struct Error {
+    uint16_t code = 0;  // ErrorCode
+    std::string text;   // <= kMaxErrorText, printable
+};
+
+enum class ErrorCode : uint16_t {
+    kProtocol = 1,    // malformed or unexpected message
+    kAuthFailed = 2,  // missing or wrong MAC
+    kBadFlow = 3,     // unknown flow, duplicate open, invalid class or link
+    kOverloaded = 4,  // too many sessions or flows
+};
+
+using Message = std::variant<Hello, Challenge, Auth, Welcome, Open, Request, Grant, Release, Close,
+                             Ping, Pong, Error>;
+
+MsgType typeOf(const Message& m);
+const char* msgTypeName(MsgType t);
+
+// Appends the framed message to `out`. Strings longer than their field are truncated;
+// non-printable bytes are replaced by '?', so whatever is encoded also decodes.
+void encode(const Message& m, std::vector<uint8_t>* out);
+std::vector<uint8_t> encode(const Message& m);
+
+// Incremental decoder for one byte stream. Feed bytes as they arrive; next() yields complete
+// messages. After an error the decoder stays failed (the connection must be closed).
+class Decoder {
+  public:
+    void feed(const uint8_t* data, size_t size);
+    // A message, std::nullopt when more bytes are needed, or an error (kRemote) describing the
+    // first malformed frame.
+    Result<std::optional<Message>> next();
+    bool failed() const { return !error_.isOk(); }
+    size_t buffered() const { return buf_.size() - pos_; }
+
+  private:
+    std::vector<uint8_t> buf_;
+    size_t pos_ = 0;
+    Status error_;
+};
+
+// Whether `text` is a valid link name (1..kNameBytes bytes of [A-Za-z0-9._:>/-]).
+bool validLinkName(std::string_view text);
+
+// ---------------------------------------------------------------------------------------------
+// Authentication helpers (OpenSSL HMAC-SHA256; constant-time comparison).
+
+Nonce randomNonce();  // RAND_bytes; falls back to zeros only if the RNG fails (logged by caller)
+Mac serverProof(const std::string& key, const Nonce& client, const Nonce& server,
+                uint64_t session_id);
+Mac clientProof(const std::string& key, const Nonce& client, const Nonce& server,
+                uint64_t session_id);
+bool macEqual(const Mac& a, const Mac& b);
+
+}  // namespace atlas::arbiter

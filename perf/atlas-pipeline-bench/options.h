@@ -1,0 +1,76 @@
+// atlas-pipeline-bench configuration and command line (docs/arbitration.md, "Pipeline
+// benchmark"). Pure parsing, no I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "atlas/common/clock.h"
+#include "atlas/common/status.h"
+
+namespace atlas::pipebench {
+
+enum class Schedule : uint8_t { kGpipe, k1f1b };
+// How a compute period burns its time: spin on the clock (CPU really used, the default),
+// spin with sched_yield (CPU used but given up to other runnable threads), or sleep (no CPU;
+// for small machines where spinning stages would starve the network stack).
+enum class Compute : uint8_t { kSpin, kYield, kSleep };
+
+const char* scheduleName(Schedule s);
+const char* computeName(Compute c);
+
+struct StageCost {
+    Nanos fwd_ns = 0;
+    Nanos bwd_ns = 0;
+};
+
+// An environment variable for some of the stage processes (-1 = any).
+struct EnvSetting {
+    int stage = -1;
+    int pipeline = -1;
+    std::string key;
+    std::string value;
+};
+
+struct BenchConfig {
+    int pipelines = 4;     // D: data-parallel replicas, one pipeline each
+    int stages = 2;        // P: stages per pipeline, one process each
+    int microbatches = 4;  // M per pipeline per iteration
+    int iterations = 5;    // measured
+    int warmup = 1;        // run first, not measured
+    Schedule schedule = Schedule::kGpipe;
+    Nanos fwd_ns = 20 * kNsPerMs;  // per micro-batch, unless stage_costs says otherwise
+    Nanos bwd_ns = 40 * kNsPerMs;
+    std::vector<StageCost> stage_costs;    // empty, or one per stage
+    uint64_t act_bytes = 4ull << 20;       // activation per micro-batch, stage s -> s+1
+    uint64_t grad_bytes = 0;               // gradient per micro-batch, s+1 -> s; 0 = act_bytes
+    std::vector<std::string> stage_netns;  // per stage: /run/netns name or path; empty = none
+    std::string plugin;                    // empty: next to the executable, then $ATLAS_PLUGIN
+    std::vector<EnvSetting> env;
+    Compute compute = Compute::kSpin;
+    bool barrier = true;        // iterations end with a barrier of every stage (DP sync)
+    bool traffic_class = true;  // tell the plugin {pipeline, stage, direction} (v11 config)
+    int dev = 0;
+    int timeout_s = 600;
+    std::string label;  // names the run in the table and the JSON
+    std::string json_path;
+    std::string trace_path;
+    bool quiet = false;
+    bool help = false;
+
+    StageCost cost(int stage) const;
+    uint64_t gradBytes() const { return grad_bytes == 0 ? act_bytes : grad_bytes; }
+};
+
+Result<BenchConfig> parseArgs(const std::vector<std::string>& args);
+const char* usageText();
+
+// "4M" -> 4194304; "1.5M" is rejected (integers only). Binary suffixes K, M, G.
+Result<uint64_t> parseBytes(const std::string& text);
+
+// trafficClass = pipeline * 256 + stage * 2 + direction (the plugin's documented encoding).
+int trafficClassOf(int pipeline, int stage, int direction);
+
+}  // namespace atlas::pipebench

@@ -1,0 +1,150 @@
+// Bubble measurement, prediction and publication (docs/bubbles.md).
+//
+// Measurement: the GPU is idle while it waits for WAN data. Per process, an idle interval
+// opens when a WAN receive is posted while no other WAN receive is outstanding, and closes
+// when the data of THAT receive has landed (later receives posted meanwhile are prefetches:
+// the GPU computes on the first one's data while they arrive). Receives of all WAN recv comms
+// are merged. The hooks run on NCCL's progress thread (posted) and the engine threads
+// (completed): a few atomics, no lock, no allocation (IdleRecorder).
+//
+// Prediction and publication run on one background thread (BubblePublisher, started with the
+// plugin's global state, joined at teardown): every publish interval it drains finished
+// intervals into scheduler/'s BubblePredictor, publishes the observed intervals, the
+// predicted windows, the predictor state and running accuracy on the bubble channel
+// (include/atlas/bubble_channel.h) for bubbletea and atlas-bubbles.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "atlas/common/clock.h"
+#include "atlas/common/log.h"
+#include "atlas/common/status.h"
+#include "atlas/recv_observer.h"
+#include "bubbletea/channel/channel_writer.h"
+#include "scheduler/bubble_predictor.h"
+#include "scheduler/types.h"
+
+namespace atlas::plugin {
+
+// Process-wide recorder of GPU-wait intervals. Producers: any thread (lock-free); consumer:
+// the publisher thread only.
+class IdleRecorder {
+public:
+    // Ring capacity of finished intervals not yet taken by the publisher; overflow drops
+    // the newest interval and counts it.
+    static constexpr size_t kCapacity = 1024;
+
+    IdleRecorder();
+
+    // `key` identifies one receive across comms (CommIdleObserver packs comm id + seq).
+    void posted(uint64_t key, Nanos now_ns) noexcept;
+    void completed(uint64_t key, Nanos now_ns) noexcept;
+    // `pending` receives of a closing comm will never complete.
+    void abandoned(uint64_t comm_id, int64_t pending) noexcept;
+
+    // Consumer side.
+    bool pop(sched::Interval* out) noexcept;
+    uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+    int64_t outstanding() const noexcept { return outstanding_.load(std::memory_order_relaxed); }
+
+private:
+    void push(const sched::Interval& iv) noexcept;
+
+    std::atomic<int64_t> outstanding_{0};
+    // The receive that opened the current interval (key + 1; 0 = none) and when it did.
+    std::atomic<uint64_t> leader_{0};
+    std::atomic<Nanos> start_{0};
+
+    // Bounded multi-producer ring (per-slot sequence numbers).
+    struct Slot {
+        std::atomic<uint64_t> seq{0};
+        sched::Interval iv;
+    };
+    std::array<Slot, kCapacity> slots_{};
+    std::atomic<uint64_t> tail_{0};  // next slot producers claim
+    uint64_t head_ = 0;              // next slot the consumer reads
+    std::atomic<uint64_t> dropped_{0};
+};
+
+// One WAN recv comm's observer: forwards to the recorder with a comm-unique key and keeps the
+// comm's own outstanding count so a closing comm can hand back what will never complete.
+class CommIdleObserver final : public RecvObserver {
+public:
+    CommIdleObserver(IdleRecorder* recorder, uint64_t comm_id)
+        : recorder_(recorder), comm_id_(comm_id) {}
+    void posted(uint64_t seq, Nanos now_ns) noexcept override;
+    void completed(uint64_t seq, Nanos now_ns) noexcept override;
+    void closed(Nanos now_ns) noexcept override;
+
+    // Keys: 16 bits of comm id, 48 bits of sequence number.
+    static uint64_t key(uint64_t comm_id, uint64_t seq) {
+        return (comm_id << 48) | (seq & ((1ull << 48) - 1));
+    }
+
+private:
+    IdleRecorder* recorder_;
+    uint64_t comm_id_;
+    std::atomic<int64_t> pending_{0};
+};
+
+struct BubbleConfig {
+    std::string channel_name;            // resolved (see channel_name.h)
+    sched::BubblePredictorConfig predictor;
+    Nanos publish_interval_ns = kNsPerMs;
+    // Observed intervals kept to score predictions against (running coverage/precision).
+    size_t accuracy_history = 256;
+};
+
+// Owns the channel writer, the predictor and the publisher thread.
+class BubblePublisher {
+public:
+    // Creates the channel and starts the thread. `clock` must outlive the publisher.
+    static Result<std::unique_ptr<BubblePublisher>> start(const BubbleConfig& config,
+                                                          IdleRecorder* recorder,
+                                                          const Clock& clock, Logger log);
+    // Creates the channel but no thread: tests call step() themselves.
+    static Result<std::unique_ptr<BubblePublisher>> manual(const BubbleConfig& config,
+                                                           IdleRecorder* recorder,
+                                                           const Clock& clock, Logger log);
+    ~BubblePublisher();  // stops and joins the thread, marks the channel closed
+
+    // One round: drain, predict, publish. Publisher thread (or a test) only.
+    void step();
+
+    const std::string& channelName() const { return writer_.name(); }
+
+private:
+    BubblePublisher(const BubbleConfig& config, IdleRecorder* recorder, const Clock& clock,
+                    Logger log, channel::ChannelWriter writer);
+    void run();
+    void recordObserved(const sched::Interval& observed);
+
+    BubbleConfig config_;
+    IdleRecorder* recorder_;
+    const Clock& clock_;
+    Logger log_;
+    channel::ChannelWriter writer_;
+    sched::BubblePredictor predictor_;
+
+    std::vector<sched::PredictedWindow> predicted_;      // scratch
+    std::vector<channel::PredictedWindow> published_;    // last published set
+    std::vector<sched::Interval> windows_history_;       // published windows, for scoring
+    std::vector<sched::Interval> observed_history_;
+    Nanos busy_ns_ = 0, idle_ns_ = 0, first_ns_ = 0, last_end_ns_ = 0;
+    uint64_t last_dropped_ = 0;
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+}  // namespace atlas::plugin

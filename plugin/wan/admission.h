@@ -1,0 +1,107 @@
+// WanAdmission: the plugin's WAN admission layer. At connect time it classifies each send
+// comm (WAN or not, which link, which flow class) and, for WAN comms under a temporal policy,
+// puts a FlowGate on it: DC-wide through atlas-arbiter (ATLAS_ARBITER) or node-local through
+// shared memory. Everything else passes untouched.
+//
+// Built once per plugin state from the ATLAS_* registry (configFromParams), owned by the
+// plugin's global state, destroyed (threads joined) at the last finalize. The arbiter client
+// and the node-local segments are created lazily by the first WAN comm that needs them, so a
+// process without WAN traffic never connects or maps anything.
+//
+// Threads: attach() may run on several NCCL service threads at once (internal mutex).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "atlas/common/clock.h"
+#include "atlas/common/log.h"
+#include "atlas/common/status.h"
+#include "plugin/wan/arbiter_client.h"
+#include "plugin/wan/dc_map.h"
+#include "plugin/wan/flow_class.h"
+#include "plugin/wan/shm_arbiter.h"
+#include "transport/net.h"
+
+namespace atlas::plugin {
+struct Params;
+}
+
+namespace atlas::plugin::wan {
+
+enum class Sharing : uint8_t { kFair, kTemporal, kWorkload };
+const char* sharingName(Sharing s);
+
+struct WanConfig {
+    DcMap dc_map;
+    Nanos wan_rtt_ns = 2 * kNsPerMs;  // RTT rule threshold when dc_map is empty; 0 = every comm
+    std::optional<FlowClassSpec> flow_class;
+    Sharing sharing = Sharing::kFair;
+    std::string arbiter_host;  // empty: node-local arbitration
+    uint16_t arbiter_port = 0;
+    Nanos arbiter_timeout_ns = kNsPerSec;
+    Nanos slot_ns = 250 * kNsPerMs;
+    Nanos lease_ns = 200 * kNsPerMs;
+    std::string shm_prefix = "atlas-wan";
+    std::string shm_dir = "/dev/shm";
+    std::string auth_key;
+    std::string client_name;  // host name, for the arbiter's logs
+    // ATLAS_LINK_GBPS: gates hold a grant until its bytes could have crossed the link.
+    uint64_t link_bps = 0;
+};
+
+// Parses ATLAS_DC_MAP, ATLAS_WAN_RTT_US, ATLAS_FLOW_CLASS, ATLAS_SHARING, ATLAS_ARBITER,
+// ATLAS_ARBITER_TIMEOUT_MS, ATLAS_SLOT_MS, ATLAS_LEASE_MS, ATLAS_NODE_SHM. Errors are
+// kInvalidUsage naming the variable (init fails, like any invalid ATLAS_* value).
+Result<WanConfig> configFromParams(const Params& params);
+
+// What attach() decided, for logs and tests.
+struct AttachResult {
+    WanVerdict verdict;
+    bool gated = false;
+    std::string mode;  // "none", "arbiter", "node-local", "fail-open"
+    arbiter::WireClass cls;
+    const char* class_rule = "";
+};
+
+class WanAdmission {
+  public:
+    WanAdmission(WanConfig config, Logger logger);
+    ~WanAdmission();  // joins the arbiter client's and the watchers' threads
+    WanAdmission(const WanAdmission&) = delete;
+    WanAdmission& operator=(const WanAdmission&) = delete;
+
+    // Classifies `comm` and gates it when it is a WAN flow under a temporal policy. Must run
+    // before the comm's first isend. Never fails: problems with the arbiter or the segment
+    // make the comm send unarbitrated (one WARN per cause).
+    AttachResult attach(transport::SendComm& comm, uint64_t comm_id, int traffic_class);
+
+    // The receive side of the same WAN rule, for callers that treat WAN receives specially
+    // (the plugin's bubble measurement): ATLAS_DC_MAP on the comm's local and peer
+    // addresses, else the handshake RTT the connector measured and sent in its plan (the
+    // same figure its send side was classified by) against ATLAS_WAN_RTT_US. Gates nothing,
+    // needs no arbiter, ignores ATLAS_SHARING. Const and lock-free (config_ never changes):
+    // any thread, any time after accept() returned the comm.
+    WanVerdict classifyRecv(const transport::CommInfo& info) const;
+    bool isWanRecv(const transport::RecvComm& comm) const { return classifyRecv(comm.info()).wan; }
+
+    const WanConfig& config() const { return config_; }
+    // nullptr until the first arbitrated WAN comm (ATLAS_ARBITER mode).
+    std::shared_ptr<ArbiterClient> arbiterClient();
+
+  private:
+    WanConfig config_;
+    Logger logger_;
+    std::mutex mu_;
+    std::shared_ptr<ArbiterClient> client_;
+    bool client_failed_ = false;
+    std::map<std::string, std::shared_ptr<ShmArbiter>> shm_;
+    std::map<std::string, bool> shm_failed_;
+    bool workload_note_ = false;
+};
+
+}  // namespace atlas::plugin::wan

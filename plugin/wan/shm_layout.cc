@@ -1,0 +1,79 @@
+#include "plugin/wan/shm_layout.h"
+
+#include <cstring>
+#include <string>
+
+namespace atlas::plugin::wan {
+
+Status validateSegmentHeader(const void* base, size_t size) {
+    if (size < offsetof(ShmSegment, lock)) {
+        return {Code::kInvalidUsage,
+                "not an Atlas arbitration segment (" + std::to_string(size) +
+                    " bytes, too small): another program uses this name; choose another "
+                    "ATLAS_NODE_SHM"};
+    }
+    // Read through memcpy: the bytes may come from anywhere (fuzzer, a foreign segment).
+    uint64_t magic = 0;
+    uint32_t version = 0;
+    uint32_t layout_size = 0;
+    uint32_t max_procs = 0;
+    uint32_t max_flows = 0;
+    int64_t slot_ns = 0;
+    int64_t lease_ns = 0;
+    const auto* b = static_cast<const uint8_t*>(base);
+    std::memcpy(&magic, b + offsetof(ShmSegment, magic), sizeof(magic));
+    std::memcpy(&version, b + offsetof(ShmSegment, version), sizeof(version));
+    std::memcpy(&layout_size, b + offsetof(ShmSegment, layout_size), sizeof(layout_size));
+    std::memcpy(&max_procs, b + offsetof(ShmSegment, max_procs), sizeof(max_procs));
+    std::memcpy(&max_flows, b + offsetof(ShmSegment, max_flows), sizeof(max_flows));
+    std::memcpy(&slot_ns, b + offsetof(ShmSegment, slot_ns), sizeof(slot_ns));
+    std::memcpy(&lease_ns, b + offsetof(ShmSegment, lease_ns), sizeof(lease_ns));
+    if (magic != kShmMagic) {
+        return {Code::kInvalidUsage,
+                "not an Atlas arbitration segment (bad magic): another program uses this name; "
+                "choose another ATLAS_NODE_SHM"};
+    }
+    if (version != kShmVersion) {
+        return {Code::kInvalidUsage,
+                "arbitration segment version " + std::to_string(version) + ", this plugin speaks " +
+                    std::to_string(kShmVersion) +
+                    ": a different Atlas build is running on this host; use the same build "
+                    "everywhere or another ATLAS_NODE_SHM"};
+    }
+    if (layout_size != sizeof(ShmSegment) || size != sizeof(ShmSegment) ||
+        max_procs != kShmMaxProcs || max_flows != kShmMaxFlows) {
+        return {Code::kInvalidUsage, "arbitration segment layout differs (size " +
+                                         std::to_string(size) + "/" + std::to_string(layout_size) +
+                                         ", expected " + std::to_string(sizeof(ShmSegment)) +
+                                         "): a different Atlas build (or libc) created it"};
+    }
+    if (slot_ns < 0 || lease_ns <= 0) {
+        return {Code::kInvalidUsage, "arbitration segment has an invalid slot or lease"};
+    }
+    return Status::ok();
+}
+
+Status validateSegmentTable(const ShmSegment& seg) {
+    if (seg.holder < -1 || seg.holder >= static_cast<int32_t>(kShmMaxFlows)) {
+        return {Code::kInternal, "holder index out of range"};
+    }
+    if (seg.holder >= 0 && seg.flows[seg.holder].state != kShmFlowGranted) {
+        return {Code::kInternal, "holder is not in the granted state"};
+    }
+    for (uint32_t i = 0; i < kShmMaxFlows; ++i) {
+        const ShmFlow& f = seg.flows[i];
+        if (f.state < kShmFlowFree || f.state > kShmFlowGranted) {
+            return {Code::kInternal, "flow " + std::to_string(i) + " has an invalid state"};
+        }
+        if (f.state != kShmFlowFree &&
+            (f.proc < 0 || f.proc >= static_cast<int32_t>(kShmMaxProcs))) {
+            return {Code::kInternal, "flow " + std::to_string(i) + " names an invalid process"};
+        }
+        if (f.state == kShmFlowGranted && static_cast<int32_t>(i) != seg.holder) {
+            return {Code::kInternal, "flow " + std::to_string(i) + " is granted but not holder"};
+        }
+    }
+    return Status::ok();
+}
+
+}  // namespace atlas::plugin::wan

@@ -1,0 +1,505 @@
+// atlas-arbiter and the plugin's ArbiterClient over 127.0.0.1: grant order, authentication,
+// fail-open, reconnect, lease expiry of a silent or killed holder, 64 flows, /metrics.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <random>
+
+#include "arbiter/protocol.h"
+#include "plugin/wan/admission.h"
+#include "plugin/wan/arbiter_client.h"
+#include "tests/abi/harness.h"
+#include "tests/arbiter/test_util.h"
+#include "tests/transport/loopback_util.h"
+
+namespace atlas::plugin::wan {
+namespace {
+
+using arbiter::testing::CaptureLog;
+using arbiter::testing::ServerThread;
+using arbiter::testing::waitFor;
+using arbiter::testing::Waker;
+using std::chrono::milliseconds;
+
+const std::string kLink = "dc0->dc1";
+
+arbiter::ServerConfig serverConfig(sched::PolicyKind kind = sched::PolicyKind::kTemporal,
+                                   Nanos slot = 0) {
+    arbiter::ServerConfig c;
+    c.core.policy = kind;
+    c.core.policy_config.max_slot_ns = slot;
+    c.lease_ns = 300 * kNsPerMs;
+    c.heartbeat_ns = 50 * kNsPerMs;
+    return c;
+}
+
+ArbiterClientConfig clientConfig(uint16_t port, Logger logger = {}) {
+    ArbiterClientConfig c;
+    c.host = "127.0.0.1";
+    c.port = port;
+    c.connect_timeout_ns = 500 * kNsPerMs;
+    c.retry_min_ns = 20 * kNsPerMs;
+    c.retry_max_ns = 100 * kNsPerMs;
+    c.name = "test";
+    c.logger = logger;
+    return c;
+}
+
+std::shared_ptr<ArbiterClient> startClient(const ArbiterClientConfig& c) {
+    auto r = ArbiterClient::start(c);
+    EXPECT_TRUE(r.isOk()) << r.status().toString();
+    return r.isOk() ? r.value() : nullptr;
+}
+
+// Asks until the gate admits the flow; false if the budget passes.
+bool acquireWithin(FlowGate& g, Waker& w, milliseconds budget, uint64_t bytes = 1 << 20) {
+    // The waker count is read before each ask, so a grant that lands between the ask and the
+    // wait is not missed; a wake-up that brings no grant asks again.
+    const auto end = std::chrono::steady_clock::now() + budget;
+    for (;;) {
+        const int seen = w.calls.load();
+        if (g.acquire(bytes, monotonicNowNs())) {
+            return true;
+        }
+        const auto left =
+            std::chrono::duration_cast<milliseconds>(end - std::chrono::steady_clock::now());
+        if (left.count() <= 0 || !waitFor([&] { return w.calls.load() > seen; }, left)) {
+            return false;
+        }
+    }
+}
+
+uint16_t closedPort() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);  // nobody listens there now: connect is refused
+    return ntohs(a.sin_port);
+}
+
+TEST(ArbiterLoopback, GrantsFollowRequestOrderOneAtATime) {
+    ServerThread srv(serverConfig());
+    ASSERT_TRUE(srv.ok()) << srv.error();
+    auto client = startClient(clientConfig(srv.port()));
+    Waker w[4];
+    std::unique_ptr<FlowGate> g[4];
+    for (int i = 0; i < 4; ++i) {
+        g[i] = client->makeGate(kLink, {i, 0, 0}, w[i].fn());
+    }
+    ASSERT_TRUE(acquireWithin(*g[0], w[0], milliseconds(3000)));
+    EXPECT_EQ(client->mode(), ArbiterClient::Mode::kArbitrated);
+    EXPECT_TRUE(g[0]->holds(monotonicNowNs())) << "slot 0: held until released";
+    // 3, then 1, then 2 ask while 0 holds: one connection, so the server sees this order.
+    for (int i : {3, 1, 2}) {
+        EXPECT_FALSE(g[i]->acquire(100, monotonicNowNs()));
+    }
+    std::vector<int> order;
+    int holder = 0;
+    for (int round = 0; round < 3; ++round) {
+        g[holder]->release(1000, monotonicNowNs());
+        int next = -1;
+        ASSERT_TRUE(waitFor([&] {
+            for (int i = 0; i < 4; ++i) {
+                if (i != holder && w[i].calls.load() > 0 && g[i]->acquire(100, monotonicNowNs())) {
+                    next = i;
+                    return true;
+                }
+            }
+            return false;
+        })) << "round "
+            << round;
+        order.push_back(next);
+        for (int i = 0; i < 4; ++i) {
+            w[i].calls.store(0);
+        }
+        holder = next;
+    }
+    g[holder]->release(1000, monotonicNowNs());
+    EXPECT_EQ(order, (std::vector<int>{3, 1, 2}));
+    const std::string metrics = srv.server().metricsText();
+    EXPECT_NE(metrics.find("atlas_arbiter_grants_total{link=\"dc0->dc1\"} 4"), std::string::npos)
+        << metrics;
+}
+
+TEST(ArbiterLoopback, SlotEndStopsTheHolderLocallyAndRenewsWhenAlone) {
+    ServerThread srv(serverConfig(sched::PolicyKind::kTemporal, 50 * kNsPerMs));
+    ASSERT_TRUE(srv.ok()) << srv.error();
+    auto client = startClient(clientConfig(srv.port()));
+    Waker w;
+    auto g = client->makeGate(kLink, {}, w.fn());
+    ASSERT_TRUE(acquireWithin(*g, w, milliseconds(3000)));
+    const Nanos granted = monotonicNowNs();
+    EXPECT_TRUE(g->holds(granted));
+    EXPECT_FALSE(g->holds(granted + 60 * kNsPerMs)) << "the 50 ms slot is enforced locally";
+    // Renewal: the server re-grants the lone holder at its lease end; the gate takes it.
+    ASSERT_TRUE(waitFor([&] { return client->stats().grants >= 2; }));
+    EXPECT_TRUE(g->acquire(1, monotonicNowNs()));
+    g->release(1, monotonicNowNs());
+}
+
+TEST(ArbiterLoopback, DrainedFlowKeepsTheLinkUntilItsBytesCrossedIt) {
+    ServerThread srv(serverConfig());
+    ASSERT_TRUE(srv.ok()) << srv.error();
+    auto cc = clientConfig(srv.port());
+    cc.link_bps = 8'000'000;  // 1 MB/s: 100 KB take 100 ms on the wire
+    auto client = startClient(cc);
+    Waker wa, wb;
+    auto a = client->makeGate(kLink, {0, 0, 0}, wa.fn());
+    auto b = client->makeGate(kLink, {1, 0, 0}, wb.fn());
+    ASSERT_TRUE(acquireWithin(*a, wa, milliseconds(3000)));
+    const auto t0 = std::chrono::steady_clock::now();
+    a->release(100'000, monotonicNowNs());  // the kernel took it all at once
+    EXPECT_FALSE(b->acquire(10, monotonicNowNs()));
+    // The next message resumes the grant while the first is still crossing: no round trip.
+    EXPECT_TRUE(a->acquire(10, monotonicNowNs()));
+    EXPECT_EQ(client->stats().resumed, 1u);
+    a->release(0, monotonicNowNs());
+    ASSERT_TRUE(acquireWithin(*b, wb, milliseconds(3000)));
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(waited, milliseconds(90)) << "b waited for a's bytes to cross the link";
+    EXPECT_LE(waited, milliseconds(1000));
+    b->release(10, monotonicNowNs());
+    const std::string m = srv.server().metricsText();
+    // a's release reached the arbiter before b's grant; b's own release may still be in
+    // flight, so only a's per-flow figure is exact here.
+    EXPECT_NE(m.find("flow=\"1\",pipeline=\"0\",stage=\"0\",direction=\"fwd\"} 100000\n"),
+              std::string::npos)
+        << "one release reports the grant's bytes once: " << m;
+}
+
+TEST(ArbiterLoopback, SharedKeyAuthenticatesAndAWrongKeyFailsOpen) {
+    auto cfg = serverConfig();
+    cfg.auth_key = "secret-1";
+    ServerThread srv(cfg);
+    ASSERT_TRUE(srv.ok()) << srv.error();
+    {
+        auto cc = clientConfig(srv.port());
+        cc.auth_key = "secret-1";
+        auto good = startClient(cc);
+        Waker w;
+        auto g = good->makeGate(kLink, {}, w.fn());
+        ASSERT_TRUE(acquireWithin(*g, w, milliseconds(3000)));
+        EXPECT_EQ(good->mode(), ArbiterClient::Mode::kArbitrated);
+        g->release(1, monotonicNowNs());
+    }
+    for (const char* key : {"secret-2", ""}) {
+        CaptureLog log;
+        auto cc = clientConfig(srv.port(), log.logger());
+        cc.auth_key = key;
+        auto bad = startClient(cc);
+        Waker w;
+        auto g = bad->makeGate(kLink, {}, w.fn());
+        ASSERT_TRUE(acquireWithin(*g, w, milliseconds(3000))) << "fails open, never stalls";
+        EXPECT_EQ(bad->mode(), ArbiterClient::Mode::kFailOpen) << key;
+        EXPECT_TRUE(g->holds(monotonicNowNs() + 3600 * kNsPerSec)) << "unarbitrated: no slot";
+        EXPECT_EQ(log.count(LogLevel::kWarn, "unreachable"), 1) << log.all();
+    }
+    // The keyless client is rejected by the server (counted); the wrong-key client rejects
+    // the server's proof itself. Both keep retrying in the background, so: at least one.
+    const std::string m = srv.server().metricsText();
+    const std::string key = "\natlas_arbiter_auth_failures_total ";
+    const size_t at = m.find(key);
+    ASSERT_NE(at, std::string::npos) << m;
+    EXPECT_GE(std::stod(m.substr(at + key.size())), 1.0) << m;
+}
+
+TEST(ArbiterLoopback, UnreachableArbiterFailsOpenWithOneWarning) {
+    CaptureLog log;
+    auto client = startClient(clientConfig(closedPort(), log.logger()));
+    Waker w;
+    auto g = client->makeGate(kLink, {}, w.fn());
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(acquireWithin(*g, w, milliseconds(3000)));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(2000))
+        << "bounded by the connect timeout";
+    EXPECT_EQ(client->mode(), ArbiterClient::Mode::kFailOpen);
+    // Several background retries later: still exactly one warning.
+    ASSERT_TRUE(waitFor([&] {
+        return log.all().find("still unreachable") != std::string::npos ||
+               client->stats().outages >= 1;
+    }));
+    std::this_thread::sleep_for(milliseconds(300));
+    EXPECT_EQ(log.count(LogLevel::kWarn, "unreachable"), 1) << log.all();
+    EXPECT_EQ(client->stats().outages, 1u);
+}
+
+TEST(ArbiterLoopback, ArbiterStoppedMidRunFailsOpenThenResumes) {
+    CaptureLog log;
+    auto srv = std::make_unique<ServerThread>(serverConfig());
+    ASSERT_TRUE(srv->ok()) << srv->error();
+    const uint16_t port = srv->port();
+    auto client = startClient(clientConfig(port, log.logger()));
+    Waker wa, wb;
+    auto a = client->makeGate(kLink, {0, 0, 0}, wa.fn());
+    auto b = client->makeGate(kLink, {1, 0, 0}, wb.fn());
+    ASSERT_TRUE(acquireWithin(*a, wa, milliseconds(3000)));
+    EXPECT_FALSE(b->acquire(10, monotonicNowNs())) << "b waits behind a";
+    srv->stop();  // the arbiter dies mid-run
+    ASSERT_TRUE(waitFor([&] { return wb.calls.load() > 0; })) << "the waiter is let go";
+    EXPECT_TRUE(b->acquire(10, monotonicNowNs()));
+    EXPECT_TRUE(a->holds(monotonicNowNs()));
+    EXPECT_EQ(client->mode(), ArbiterClient::Mode::kFailOpen);
+    EXPECT_EQ(log.count(LogLevel::kWarn, "unreachable"), 1) << log.all();
+    // A new arbiter on the same port: the client reconnects and arbitration resumes.
+    auto cfg = serverConfig();
+    cfg.port = port;
+    srv = std::make_unique<ServerThread>(cfg);
+    ASSERT_TRUE(srv->ok()) << srv->error();
+    ASSERT_TRUE(waitFor([&] { return client->mode() == ArbiterClient::Mode::kArbitrated; }))
+        << log.all();
+    EXPECT_FALSE(a->holds(monotonicNowNs())) << "unarbitrated holders stop at the next piece";
+    a->release(10, monotonicNowNs());
+    b->release(10, monotonicNowNs());
+    ASSERT_TRUE(acquireWithin(*a, wa, milliseconds(3000)));
+    EXPECT_FALSE(b->acquire(10, monotonicNowNs())) << "arbitrated again";
+    a->release(10, monotonicNowNs());
+    EXPECT_EQ(log.count(LogLevel::kWarn, "unreachable"), 1);
+    EXPECT_GE(log.count(LogLevel::kInfo, "reachable again"), 1);
+}
+
+// A raw protocol client that takes the link and then goes silent (a partitioned holder).
+int rawHolder(uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+        return -1;
+    }
+    arbiter::Decoder d;
+    auto sendMsg = [&](const arbiter::Message& m) {
+        auto b = arbiter::encode(m);
+        return ::send(fd, b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size());
+    };
+    auto recvMsg = [&]() -> std::optional<arbiter::Message> {
+        uint8_t buf[512];
+        for (;;) {
+            auto n = d.next();
+            if (!n) {
+                return std::nullopt;
+            }
+            if (n.value()) {
+                return *n.value();
+            }
+            const ssize_t r = ::recv(fd, buf, sizeof(buf), 0);
+            if (r <= 0) {
+                return std::nullopt;
+            }
+            d.feed(buf, static_cast<size_t>(r));
+        }
+    };
+    sendMsg(arbiter::Hello{arbiter::randomNonce(), 1, "raw"});
+    if (!recvMsg()) {
+        return -1;
+    }
+    sendMsg(arbiter::Auth{});
+    auto w = recvMsg();
+    if (!w || !std::holds_alternative<arbiter::Welcome>(*w)) {
+        return -1;
+    }
+    sendMsg(arbiter::Open{1, {}, kLink});
+    sendMsg(arbiter::Request{1, 100});
+    auto g = recvMsg();
+    if (!g || !std::holds_alternative<arbiter::Grant>(*g)) {
+        return -1;
+    }
+    return fd;  // holds the link; never pings
+}
+
+TEST(ArbiterLoopback, SilentHolderLosesTheLinkAfterTheLease) {
+    ServerThread srv(serverConfig());
+    ASSERT_TRUE(srv.ok()) << srv.error();
+    const int holder = rawHolder(srv.port());
+    ASSERT_GE(holder, 0);
+    auto client = startClient(clientConfig(srv.port()));
+    Waker w;
+    auto g = client->makeGate(kLink, {}, w.fn());
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_FALSE(g->acquire(10, monotonicNowNs()));
+    ASSERT_TRUE(acquireWithin(*g, w, milliseconds(3000)));
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    // Lease 300 ms, swept every lease/4: revoked after 300..375 ms of silence (+ scheduling).
+    EXPECT_GE(waited, milliseconds(200));
+    EXPECT_LE(waited, milliseconds(1500));
+    EXPECT_NE(srv.server().metricsText().find("atlas_arbiter_liveness_drops_total 1"),
+              std::string::npos);
+    g->release(10, monotonicNowNs());
+    ::close(holder);
+}
+
+TEST(ArbiterLoopback, SigkilledHolderProcessLosesTheLinkAtOnce) {
+    auto cfg = serverConfig();
+    cfg.lease_ns = 5 * kNsPerSec;  // the raw holder never pings: only the kill may free the link
+    ServerThread srv(cfg);
+    ASSERT_TRUE(srv.ok()) << srv.error();
+    const uint16_t port = srv.port();
+    // The child holds the link through a raw session: it is forked from this multi-threaded
+    // process (the server thread), so it must not start threads of its own (TSan forbids it).
+    auto child = abi::ChildProcess::spawn([port](int fd) {
+        if (rawHolder(port) < 0) {
+            return 3;
+        }
+        const uint8_t one = 1;
+        if (::write(fd, &one, 1) != 1) {
+            return 4;
+        }
+        for (;;) {
+            ::pause();  // holds the link until killed
+        }
+    });
+    ASSERT_TRUE(child.isOk()) << child.status().toString();
+    auto byte = abi::recvByte(child.value().fd(), abi::Deadline::afterMs(10000));
+    ASSERT_TRUE(byte.isOk()) << "child did not get the link";
+    auto client = startClient(clientConfig(port));
+    Waker w;
+    auto g = client->makeGate(kLink, {6, 0, 0}, w.fn());
+    EXPECT_FALSE(acquireWithin(*g, w, milliseconds(200))) << "the child holds the link";
+    const auto t0 = std::chrono::steady_clock::now();
+    child.value().kill(SIGKILL);
+    ASSERT_TRUE(acquireWithin(*g, w, milliseconds(3000)));
+    // The kernel closes the dead process's socket: no need to wait for the 5 s lease (the
+    // bound leaves room for a loaded CI machine, far below the lease).
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(1500));
+    g->release(10, monotonicNowNs());
+}
+
+TEST(ArbiterLoopback, SixtyFourFlowsFourClientsNoDeadlockNoOverlap) {
+    ServerThread srv(serverConfig());
+    ASSERT_TRUE(srv.ok()) << srv.error();
+    constexpr int kClients = 4;
+    constexpr int kPerClient = 16;
+    constexpr int kRounds = 3;
+    std::atomic<int> holders{0};
+    std::atomic<int> max_holders{0};
+    std::atomic<int> done{0};
+    std::vector<std::thread> threads;
+    for (int c = 0; c < kClients; ++c) {
+        threads.emplace_back([&, c] {
+            auto client = ArbiterClient::start(clientConfig(srv.port()));
+            if (!client) {
+                return;
+            }
+            std::vector<Waker> wakers(kPerClient);
+            std::vector<std::unique_ptr<FlowGate>> gates;
+            for (int i = 0; i < kPerClient; ++i) {
+                gates.push_back(
+                    client.value()->makeGate(kLink, {c * kPerClient + i, 0, 0}, wakers[i].fn()));
+            }
+            std::vector<int> rounds(kPerClient, 0);
+            int finished = 0;
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+            while (finished < kPerClient && std::chrono::steady_clock::now() < deadline) {
+                bool progressed = false;
+                for (int i = 0; i < kPerClient; ++i) {
+                    if (rounds[i] >= kRounds) {
+                        continue;
+                    }
+                    if (gates[i]->acquire(4096, monotonicNowNs())) {
+                        const int h = holders.fetch_add(1) + 1;
+                        int m = max_holders.load();
+                        while (h > m && !max_holders.compare_exchange_weak(m, h)) {
+                        }
+                        holders.fetch_sub(1);
+                        gates[i]->release(4096, monotonicNowNs());
+                        if (++rounds[i] == kRounds) {
+                            ++finished;
+                        }
+                        progressed = true;
+                    }
+                }
+                if (!progressed) {
+                    std::this_thread::sleep_for(std::chrono::microseconds(200));
+                }
+            }
+            done.fetch_add(finished);
+        });
+    }
+    for (auto& t : threads) {
+        t.join();
+    }
+    EXPECT_EQ(done.load(), kClients * kPerClient) << "every flow finished every round";
+    EXPECT_EQ(max_holders.load(), 1) << "slot 0: the next grant follows the release";
+    const std::string m = srv.server().metricsText();
+    EXPECT_NE(m.find("atlas_arbiter_grants_total{link=\"dc0->dc1\"} " +
+                     std::to_string(kClients * kPerClient * kRounds) + "\n"),
+              std::string::npos)
+        << m;
+}
+
+TEST(ArbiterLoopback, FairArbiterTurnsGatingOff) {
+    ServerThread srv(serverConfig(sched::PolicyKind::kFair));
+    ASSERT_TRUE(srv.ok()) << srv.error();
+    auto client = startClient(clientConfig(srv.port()));
+    ASSERT_TRUE(waitFor([&] { return client->mode() == ArbiterClient::Mode::kFair; }));
+    Waker w1, w2;
+    auto a = client->makeGate(kLink, {}, w1.fn());
+    auto b = client->makeGate(kLink, {}, w2.fn());
+    EXPECT_TRUE(a->acquire(1, monotonicNowNs()));
+    EXPECT_TRUE(b->acquire(1, monotonicNowNs())) << "fair: everyone sends at once";
+    EXPECT_EQ(client->stats().requests, 0u) << "no control traffic in the baseline";
+}
+
+TEST(ArbiterLoopback, MetricsAndProtocolShareOnePort) {
+    ServerThread srv(serverConfig());
+    ASSERT_TRUE(srv.ok()) << srv.error();
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(srv.port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+    std::string resp;
+    char buf[4096];
+    ssize_t n = 0;
+    while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) {
+        resp.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    EXPECT_EQ(resp.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << resp;
+    EXPECT_NE(resp.find("text/plain; version=0.0.4"), std::string::npos);
+    EXPECT_NE(resp.find("atlas_arbiter_sessions 0"), std::string::npos);
+}
+
+// WanAdmission::isWanRecv on a real accepted comm: the receive side sees the connector's
+// handshake RTT and both addresses, so the send-side rule applies unchanged.
+TEST(WanRecvClassifier, AcceptedCommFollowsTheSendSideRule) {
+    auto t = transport::Transport::create(transport::testing::loopbackConfig());
+    ASSERT_TRUE(t.isOk()) << t.status().toString();
+    transport::testing::Pair p;
+    ASSERT_TRUE(transport::testing::connectPair(**t, **t, &p).isOk());
+    const transport::CommInfo& info = p.recv->info();
+    EXPECT_EQ(info.peer.toString().rfind("127.0.0.1", 0), 0u) << info.peer.toString();
+    auto admission = [](const std::string& map, Nanos rtt) {
+        WanConfig c;
+        c.dc_map = DcMap::parse(map).value();
+        c.wan_rtt_ns = rtt;
+        return std::make_unique<WanAdmission>(std::move(c), Logger{});
+    };
+    EXPECT_TRUE(admission("", 0)->isWanRecv(*p.recv)) << "threshold 0: every comm is WAN";
+    EXPECT_FALSE(admission("", 10 * kNsPerSec)->isWanRecv(*p.recv))
+        << "loopback RTT " << info.rtt_ns << " ns is below 10 s";
+    EXPECT_FALSE(admission("127.0.0.0/8=here", 0)->isWanRecv(*p.recv)) << "same DC";
+    EXPECT_FALSE(admission("10.0.0.0/8=far", 0)->isWanRecv(*p.recv)) << "not in the map";
+    // The verdict a DC map gives for the same comm seen from another DC.
+    transport::CommInfo moved = info;
+    moved.peer = transport::SocketAddress::parse("10.2.0.1", 1).value();
+    auto two = admission("127.0.0.0/8=east,10.2.0.0/16=west", 10 * kNsPerSec);
+    const WanVerdict v = two->classifyRecv(moved);
+    EXPECT_TRUE(v.wan);
+    EXPECT_EQ(v.link, "east->west");
+    ASSERT_TRUE(p.send->close().isOk());
+    ASSERT_TRUE(p.recv->close().isOk());
+}
+
+}  // namespace
+}  // namespace atlas::plugin::wan

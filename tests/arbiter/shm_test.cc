@@ -1,0 +1,385 @@
+// Node-local arbitration through shared memory: FIFO order, mutual exclusion across
+// processes, a SIGKILLed or stopped holder losing the link within the lease, repair after a
+// process died holding the mutex, and rejection of foreign or other-version segments.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "plugin/wan/shm_arbiter.h"
+#include "plugin/wan/shm_layout.h"
+#include "tests/abi/harness.h"
+#include "tests/arbiter/test_util.h"
+
+namespace atlas::plugin::wan {
+namespace {
+
+using arbiter::testing::CaptureLog;
+using arbiter::testing::waitFor;
+using arbiter::testing::Waker;
+using std::chrono::milliseconds;
+
+// A unique segment name per test, removed afterwards.
+class ShmTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        static int n = 0;
+        name_ = "atlas-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
+    }
+    void TearDown() override { ::unlink(path().c_str()); }
+    std::string path() const { return "/dev/shm/" + name_; }
+    ShmConfig config(Nanos slot = 0, Nanos lease = 150 * kNsPerMs) {
+        ShmConfig c;
+        c.name = name_;
+        c.slot_ns = slot;
+        c.lease_ns = lease;
+        c.logger = log_.logger();
+        return c;
+    }
+    std::shared_ptr<ShmArbiter> open(Nanos slot = 0, Nanos lease = 150 * kNsPerMs) {
+        auto r = ShmArbiter::open(config(slot, lease));
+        EXPECT_TRUE(r.isOk()) << r.status().toString();
+        return r.isOk() ? r.value() : nullptr;
+    }
+    std::unique_ptr<FlowGate> gate(ShmArbiter& a, Waker& w, int pipeline = 0) {
+        auto g = a.makeGate({pipeline, 0, 0}, w.fn());
+        EXPECT_TRUE(g.isOk()) << g.status().toString();
+        return g.isOk() ? std::move(g.value()) : nullptr;
+    }
+
+    std::string name_;
+    CaptureLog log_;
+};
+
+bool acquireWithin(FlowGate& g, Waker& w, milliseconds budget) {
+    // The waker count is read before each ask, so a grant that lands between the ask and the
+    // wait is not missed; a wake-up that brings no grant asks again.
+    const auto end = std::chrono::steady_clock::now() + budget;
+    for (;;) {
+        const int seen = w.calls.load();
+        if (g.acquire(1, monotonicNowNs())) {
+            return true;
+        }
+        const auto left =
+            std::chrono::duration_cast<milliseconds>(end - std::chrono::steady_clock::now());
+        if (left.count() <= 0 || !waitFor([&] { return w.calls.load() > seen; }, left)) {
+            return false;
+        }
+    }
+}
+
+TEST_F(ShmTest, FirstComeFirstServedOneAtATime) {
+    auto a = open();
+    ASSERT_NE(a, nullptr);
+    Waker w[4];
+    std::unique_ptr<FlowGate> g[4];
+    for (int i = 0; i < 4; ++i) {
+        g[i] = gate(*a, w[i], i);
+    }
+    ASSERT_TRUE(g[0]->acquire(1, monotonicNowNs())) << "free link: granted at once";
+    EXPECT_TRUE(g[0]->holds(monotonicNowNs()));
+    for (int i : {2, 3, 1}) {
+        EXPECT_FALSE(g[i]->acquire(1, monotonicNowNs()));
+    }
+    EXPECT_EQ(a->snapshot().waiting, 3u);
+    std::vector<int> order;
+    int holder = 0;
+    for (int round = 0; round < 3; ++round) {
+        g[holder]->release(10, monotonicNowNs());
+        int next = -1;
+        ASSERT_TRUE(waitFor([&] {
+            for (int i = 0; i < 4; ++i) {
+                if (w[i].calls.load() > 0) {
+                    next = i;
+                    return true;
+                }
+            }
+            return false;
+        }));
+        ASSERT_TRUE(g[next]->acquire(1, monotonicNowNs()));
+        order.push_back(next);
+        for (auto& x : w) {
+            x.calls.store(0);
+        }
+        holder = next;
+    }
+    g[holder]->release(10, monotonicNowNs());
+    EXPECT_EQ(order, (std::vector<int>{2, 3, 1}));
+    EXPECT_EQ(a->snapshot().grants, 4u);
+    EXPECT_EQ(a->snapshot().holder_flow, -1);
+}
+
+TEST_F(ShmTest, SlotEndsAreEnforcedAndTheHolderQueuesAgain) {
+    auto a = open(20 * kNsPerMs);
+    ASSERT_NE(a, nullptr);
+    Waker w1, w2;
+    auto g1 = gate(*a, w1);
+    auto g2 = gate(*a, w2);
+    const Nanos t0 = monotonicNowNs();
+    ASSERT_TRUE(g1->acquire(1, t0));
+    EXPECT_TRUE(g1->holds(t0 + 10 * kNsPerMs));
+    EXPECT_FALSE(g1->holds(t0 + 21 * kNsPerMs));
+    EXPECT_FALSE(g2->acquire(1, t0));
+    // Slot over with data left: the transport releases and asks again; g2 goes first.
+    g1->release(1, t0 + 21 * kNsPerMs);
+    EXPECT_FALSE(g1->acquire(1, t0 + 21 * kNsPerMs));
+    ASSERT_TRUE(waitFor([&] { return w2.calls.load() > 0; }));
+    EXPECT_TRUE(g2->acquire(1, monotonicNowNs()));
+    g2->release(1, monotonicNowNs());
+    ASSERT_TRUE(waitFor([&] { return w1.calls.load() > 0; }));
+    EXPECT_TRUE(g1->acquire(1, monotonicNowNs()));
+    g1->release(1, monotonicNowNs());
+}
+
+TEST_F(ShmTest, DrainedFlowKeepsTheLinkUntilItsBytesCrossedIt) {
+    ShmConfig cfg = config();
+    cfg.link_bps = 8'000'000;  // 1 MB/s: 100 KB take 100 ms on the wire
+    auto r = ShmArbiter::open(cfg);
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    auto a = r.value();
+    Waker w1, w2;
+    auto g1 = gate(*a, w1);
+    auto g2 = gate(*a, w2);
+    ASSERT_TRUE(g1->acquire(1, monotonicNowNs()));
+    const auto t0 = std::chrono::steady_clock::now();
+    g1->release(100'000, monotonicNowNs());
+    EXPECT_FALSE(g2->acquire(1, monotonicNowNs()));
+    EXPECT_TRUE(g1->acquire(1, monotonicNowNs())) << "resumed while draining";
+    g1->release(0, monotonicNowNs());
+    ASSERT_TRUE(acquireWithin(*g2, w2, milliseconds(3000)));
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(waited, milliseconds(90));
+    EXPECT_LE(waited, milliseconds(1000));
+    EXPECT_EQ(a->snapshot().grants, 2u) << "the resumed grant was not a new one";
+    g2->release(1, monotonicNowNs());
+}
+
+TEST_F(ShmTest, SixtyFourFlowsInFourProcessesNeverOverlap) {
+    // Shared counters: holders right now, the most ever seen, and completed rounds.
+    auto* shared = static_cast<std::atomic<int>*>(
+        ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(shared, MAP_FAILED);
+    new (&shared[0]) std::atomic<int>(0);
+    new (&shared[1]) std::atomic<int>(0);
+    new (&shared[2]) std::atomic<int>(0);
+    const ShmConfig cfg = config(0, 500 * kNsPerMs);
+    constexpr int kProcs = 4;
+    constexpr int kFlows = 16;
+    constexpr int kRounds = 5;
+    std::vector<abi::ChildProcess> kids;
+    for (int p = 0; p < kProcs; ++p) {
+        auto child = abi::ChildProcess::spawn([&, p](int) {
+            auto a = ShmArbiter::open(cfg);
+            if (!a) {
+                std::fprintf(stderr, "open: %s\n", a.status().toString().c_str());
+                return 2;
+            }
+            std::vector<Waker> w(kFlows);
+            std::vector<std::unique_ptr<FlowGate>> g;
+            for (int i = 0; i < kFlows; ++i) {
+                auto r = a.value()->makeGate({p * kFlows + i, 0, 0}, w[i].fn());
+                if (!r) {
+                    return 3;
+                }
+                g.push_back(std::move(r.value()));
+            }
+            std::vector<int> rounds(kFlows, 0);
+            int finished = 0;
+            const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+            while (finished < kFlows && std::chrono::steady_clock::now() < end) {
+                bool progressed = false;
+                for (int i = 0; i < kFlows; ++i) {
+                    if (rounds[i] < kRounds && g[i]->acquire(1, monotonicNowNs())) {
+                        const int h = shared[0].fetch_add(1) + 1;
+                        int m = shared[1].load();
+                        while (h > m && !shared[1].compare_exchange_weak(m, h)) {
+                        }
+                        shared[0].fetch_sub(1);
+                        g[i]->release(1, monotonicNowNs());
+                        shared[2].fetch_add(1);
+                        finished += ++rounds[i] == kRounds ? 1 : 0;
+                        progressed = true;
+                    }
+                }
+                if (!progressed) {
+                    std::this_thread::sleep_for(std::chrono::microseconds(100));
+                }
+            }
+            g.clear();
+            a.value()->shutdown();
+            return finished == kFlows ? 0 : 4;
+        });
+        ASSERT_TRUE(child.isOk());
+        kids.push_back(std::move(child.value()));
+    }
+    for (auto& k : kids) {
+        auto st = k.wait(abi::Deadline::afterMs(90000));
+        ASSERT_TRUE(st.isOk());
+        EXPECT_EQ(st.value(), 0) << abi::describeWaitStatus(st.value());
+    }
+    EXPECT_EQ(shared[2].load(), kProcs * kFlows * kRounds);
+    EXPECT_EQ(shared[1].load(), 1) << "one holder at a time across processes";
+    ::munmap(shared, 4096);
+}
+
+// A child takes the link and reports; the parent's flow waits behind it.
+abi::ChildProcess holderChild(const ShmConfig& cfg) {
+    auto child = abi::ChildProcess::spawn([cfg](int fd) {
+        auto a = ShmArbiter::open(cfg);
+        if (!a) {
+            return 2;
+        }
+        Waker w;
+        auto g = a.value()->makeGate({9, 0, 0}, w.fn());
+        if (!g || !acquireWithin(*g.value(), w, milliseconds(5000))) {
+            return 3;
+        }
+        const uint8_t one = 1;
+        if (::write(fd, &one, 1) != 1) {
+            return 4;
+        }
+        for (;;) {
+            ::pause();
+        }
+    });
+    EXPECT_TRUE(child.isOk());
+    return std::move(child.value());
+}
+
+TEST_F(ShmTest, SigkilledHolderLosesTheLinkWithinTheLease) {
+    const Nanos lease = 150 * kNsPerMs;
+    // Forked before this process opens its arbiter (whose watcher thread would make the fork
+    // multi-threaded; the child starts its own watcher, which TSan forbids after such a fork).
+    auto child = holderChild(config(0, lease));
+    ASSERT_TRUE(abi::recvByte(child.fd(), abi::Deadline::afterMs(10000)).isOk());
+    auto a = open(0, lease);
+    ASSERT_NE(a, nullptr);
+    Waker w;
+    auto g = gate(*a, w);
+    EXPECT_FALSE(acquireWithin(*g, w, milliseconds(300))) << "the child holds the link";
+    const auto t0 = std::chrono::steady_clock::now();
+    child.kill(SIGKILL);
+    ASSERT_TRUE(acquireWithin(*g, w, milliseconds(5000)));
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_LE(waited, milliseconds(150 + 150 / 4 + 1000)) << "lease + heartbeat + slack (CI)";
+    EXPECT_GE(a->snapshot().revocations, 1u);
+    EXPECT_GE(log_.count(LogLevel::kWarn, "is gone"), 1) << log_.all();
+    g->release(1, monotonicNowNs());
+}
+
+TEST_F(ShmTest, StoppedHolderLosesTheLinkAfterTheLease) {
+    const Nanos lease = 150 * kNsPerMs;
+    // Forked before this process opens its arbiter (whose watcher thread would make the fork
+    // multi-threaded; the child starts its own watcher, which TSan forbids after such a fork).
+    auto child = holderChild(config(0, lease));
+    ASSERT_TRUE(abi::recvByte(child.fd(), abi::Deadline::afterMs(10000)).isOk());
+    auto a = open(0, lease);
+    ASSERT_NE(a, nullptr);
+    Waker w;
+    auto g = gate(*a, w);
+    EXPECT_FALSE(g->acquire(1, monotonicNowNs()));
+    const auto t0 = std::chrono::steady_clock::now();
+    child.kill(SIGSTOP);  // alive but silent: a hung or partitioned holder
+    ASSERT_TRUE(acquireWithin(*g, w, milliseconds(5000)));
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(waited, milliseconds(100)) << "not before its heartbeat went stale";
+    EXPECT_LE(waited, milliseconds(1500));
+    EXPECT_GE(log_.count(LogLevel::kWarn, "silent"), 1) << log_.all();
+    g->release(1, monotonicNowNs());
+    child.kill(SIGKILL);
+}
+
+TEST_F(ShmTest, ProcessDyingInsideTheLockIsRepaired) {
+    auto a = open();
+    ASSERT_NE(a, nullptr);
+    const std::string p = path();
+    auto child = abi::ChildProcess::spawn([p](int) {
+        const int fd = ::open(p.c_str(), O_RDWR);
+        void* m = ::mmap(nullptr, sizeof(ShmSegment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) {
+            return 2;
+        }
+        auto* seg = static_cast<ShmSegment*>(m);
+        pthread_mutex_lock(&seg->lock);
+        seg->holder = 77;  // a half-done update: names a flow that was never granted
+        ::_exit(0);        // dies holding the mutex
+    });
+    ASSERT_TRUE(child.isOk());
+    auto st = child.value().wait(abi::Deadline::afterMs(10000));
+    ASSERT_TRUE(st.isOk());
+    Waker w;
+    auto g = gate(*a, w);  // locks: EOWNERDEAD, repaired
+    ASSERT_NE(g, nullptr);
+    EXPECT_TRUE(g->acquire(1, monotonicNowNs())) << "the bogus holder was dropped";
+    EXPECT_EQ(a->snapshot().recoveries, 1u);
+    EXPECT_GE(log_.count(LogLevel::kWarn, "repaired"), 1);
+    g->release(1, monotonicNowNs());
+}
+
+TEST_F(ShmTest, ForeignOtherVersionAndOtherOwnerSegmentsAreRejected) {
+    {
+        std::ofstream f(path());
+        f << "definitely not an arbitration segment";
+    }
+    auto r = ShmArbiter::open(config());
+    ASSERT_FALSE(r.isOk());
+    EXPECT_NE(r.status().message().find("not an Atlas arbitration segment"), std::string::npos)
+        << r.status().message();
+
+    // Right size and magic, another version.
+    std::vector<uint8_t> img(sizeof(ShmSegment), 0);
+    auto* s = reinterpret_cast<ShmSegment*>(img.data());
+    s->magic = kShmMagic;
+    s->version = kShmVersion + 1;
+    s->layout_size = sizeof(ShmSegment);
+    s->max_procs = kShmMaxProcs;
+    s->max_flows = kShmMaxFlows;
+    s->lease_ns = 1;
+    {
+        std::ofstream f(path(), std::ios::binary | std::ios::trunc);
+        f.write(reinterpret_cast<const char*>(img.data()),
+                static_cast<std::streamsize>(img.size()));
+    }
+    r = ShmArbiter::open(config());
+    ASSERT_FALSE(r.isOk());
+    EXPECT_NE(r.status().message().find("version"), std::string::npos) << r.status().message();
+
+    // Another user's file (only root can hand a file to another user).
+    if (::geteuid() != 0) {
+        return;
+    }
+    ASSERT_EQ(::chown(path().c_str(), 65534, 65534), 0);
+    r = ShmArbiter::open(config());
+    ASSERT_FALSE(r.isOk());
+    EXPECT_NE(r.status().message().find("foreign"), std::string::npos) << r.status().message();
+}
+
+TEST_F(ShmTest, ValidationCatchesCorruptTables) {
+    std::vector<uint8_t> img(sizeof(ShmSegment), 0);
+    auto* s = reinterpret_cast<ShmSegment*>(img.data());
+    s->magic = kShmMagic;
+    s->version = kShmVersion;
+    s->layout_size = sizeof(ShmSegment);
+    s->max_procs = kShmMaxProcs;
+    s->max_flows = kShmMaxFlows;
+    s->lease_ns = kNsPerMs;
+    s->holder = -1;
+    EXPECT_TRUE(validateSegmentHeader(img.data(), img.size()).isOk());
+    EXPECT_TRUE(validateSegmentTable(*s).isOk());
+    EXPECT_FALSE(validateSegmentHeader(img.data(), img.size() - 1).isOk());
+    s->holder = 3;  // not granted
+    EXPECT_FALSE(validateSegmentTable(*s).isOk());
+    s->flows[3].state = kShmFlowGranted;
+    s->flows[3].proc = 0;
+    EXPECT_TRUE(validateSegmentTable(*s).isOk());
+    s->flows[4].state = 9;
+    EXPECT_FALSE(validateSegmentTable(*s).isOk());
+}
+
+}  // namespace
+}  // namespace atlas::plugin::wan

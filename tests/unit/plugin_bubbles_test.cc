@@ -1,0 +1,200 @@
+// Bubble measurement and publication: the idle recorder's interval rule, its lock-free ring
+// under concurrent producers, and the publisher writing a real shared-memory channel that a
+// real reader decodes (time driven by a ManualClock: no sleeps).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "bubbletea/channel/channel_reader.h"
+#include "plugin/bubbles.h"
+
+namespace atlas::plugin {
+namespace {
+
+constexpr Nanos kMs = kNsPerMs;
+
+std::vector<sched::Interval> drain(IdleRecorder& r) {
+    std::vector<sched::Interval> out;
+    sched::Interval iv;
+    while (r.pop(&iv)) {
+        out.push_back(iv);
+    }
+    return out;
+}
+
+TEST(IdleRecorder, IntervalRunsFromFirstPostToThatReceivesData) {
+    IdleRecorder r;
+    CommIdleObserver a(&r, 1);
+    a.posted(0, 100);
+    a.posted(1, 150);     // prefetch while the first is still outstanding
+    a.completed(0, 300);  // GPU resumes here: interval [100, 300)
+    a.completed(1, 320);  // arrived while computing: not idle
+    a.posted(2, 400);
+    a.completed(2, 450);
+    auto got = drain(r);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0], (sched::Interval{100, 300}));
+    EXPECT_EQ(got[1], (sched::Interval{400, 450}));
+    EXPECT_EQ(r.outstanding(), 0);
+}
+
+TEST(IdleRecorder, MergesAcrossCommsAndForgetsClosedOnes) {
+    IdleRecorder r;
+    CommIdleObserver a(&r, 1), b(&r, 2);
+    a.posted(0, 10);
+    b.posted(0, 20);  // another comm's receive while one is outstanding: same interval
+    b.completed(0, 30);
+    a.completed(0, 50);
+    EXPECT_EQ(drain(r), (std::vector<sched::Interval>{{10, 50}}));
+    // A comm closing with its leading receive pending: no interval, counts released.
+    b.posted(1, 60);
+    a.posted(1, 70);
+    b.closed(80);
+    EXPECT_EQ(r.outstanding(), 1);
+    a.completed(1, 90);
+    EXPECT_TRUE(drain(r).empty()) << "the interval's opening receive never completed";
+    EXPECT_EQ(r.outstanding(), 0);
+    a.posted(2, 100);
+    a.completed(2, 120);
+    EXPECT_EQ(drain(r), (std::vector<sched::Interval>{{100, 120}}));
+}
+
+TEST(IdleRecorder, ConcurrentProducersLoseNothingUntilFull) {
+    IdleRecorder r;
+    constexpr int kThreads = 4;
+    constexpr int kPer = 200;  // 800 intervals < capacity
+    std::vector<std::thread> ts;
+    std::atomic<int> ready{0};
+    for (int t = 0; t < kThreads; ++t) {
+        ts.emplace_back([&, t] {
+            CommIdleObserver o(&r, static_cast<uint64_t>(t + 1));
+            ready.fetch_add(1);
+            while (ready.load() < kThreads) {
+            }
+            for (int i = 0; i < kPer; ++i) {
+                o.posted(static_cast<uint64_t>(i), i * 10);
+                o.completed(static_cast<uint64_t>(i), i * 10 + 5);
+            }
+        });
+    }
+    for (auto& t : ts) {
+        t.join();
+    }
+    auto got = drain(r);
+    // Threads interleave, so several posts can share one interval; each interval is valid and
+    // nothing was dropped or torn.
+    EXPECT_GE(got.size(), static_cast<size_t>(kPer));
+    EXPECT_LE(got.size(), static_cast<size_t>(kThreads * kPer));
+    for (const auto& iv : got) {
+        EXPECT_LE(iv.start_ns, iv.end_ns);
+    }
+    EXPECT_EQ(r.dropped(), 0u);
+    EXPECT_EQ(r.outstanding(), 0);
+}
+
+TEST(IdleRecorder, OverflowDropsAndCounts) {
+    IdleRecorder r;
+    CommIdleObserver o(&r, 1);
+    for (uint64_t i = 0; i < IdleRecorder::kCapacity + 10; ++i) {
+        o.posted(i, static_cast<Nanos>(i));
+        o.completed(i, static_cast<Nanos>(i) + 1);
+    }
+    EXPECT_EQ(drain(r).size(), IdleRecorder::kCapacity);
+    EXPECT_EQ(r.dropped(), 10u);
+}
+
+class PublisherTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        name_ = "/atlas-test-bubbles-" + std::to_string(::getpid()) + "-" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name();
+        BubbleConfig cfg;
+        cfg.channel_name = name_;
+        cfg.predictor.guard_ns = 1 * kMs;
+        auto p = BubblePublisher::manual(cfg, &rec_, clock_, Logger());
+        ASSERT_TRUE(p.isOk()) << p.status().toString();
+        pub_ = std::move(p.value());
+        auto r = channel::ChannelReader::open(name_);
+        ASSERT_TRUE(r.isOk()) << r.status().toString();
+        reader_ = std::make_unique<channel::ChannelReader>(std::move(r.value()));
+    }
+    // One training iteration of 100 ms with two receive waits (fill and drain bubbles).
+    void iteration(int k) {
+        const Nanos base = 1000 * kMs + k * 100 * kMs;
+        obs_.posted(seq_, base + 5 * kMs);
+        clock_.set(base + 30 * kMs);
+        obs_.completed(seq_++, base + 30 * kMs);
+        obs_.posted(seq_, base + 60 * kMs);
+        clock_.set(base + 80 * kMs);
+        obs_.completed(seq_++, base + 80 * kMs);
+        pub_->step();
+        clock_.set(base + 100 * kMs);
+        pub_->step();
+    }
+
+    std::string name_;
+    ManualClock clock_{1000 * kMs};
+    IdleRecorder rec_;
+    CommIdleObserver obs_{&rec_, 1};
+    uint64_t seq_ = 0;
+    std::unique_ptr<BubblePublisher> pub_;
+    std::unique_ptr<channel::ChannelReader> reader_;
+};
+
+TEST_F(PublisherTest, LearnsThePeriodThenPublishesAccurateWindows) {
+    auto st = reader_->readState();
+    ASSERT_TRUE(st.isOk());
+    EXPECT_EQ(st->state, channel::PredictorState::kLearning);
+    for (int k = 0; k < 30; ++k) {
+        iteration(k);
+    }
+    st = reader_->readState();
+    ASSERT_TRUE(st.isOk());
+    EXPECT_EQ(st->state, channel::PredictorState::kPredicting);
+    EXPECT_NEAR(static_cast<double>(st->stats.period_ns), 100.0 * kMs, 1.0 * kMs);
+    // Idle 45 ms of every 100 ms.
+    EXPECT_NEAR(st->stats.idle_fraction_ppm / 1e6, 0.45, 0.05);
+    ASSERT_NE(st->stats.coverage_ppm, channel::kUnknownPpm);
+    ASSERT_NE(st->stats.precision_ppm, channel::kUnknownPpm);
+    EXPECT_GE(st->stats.precision_ppm / 1e6, 0.95);
+    EXPECT_GE(st->stats.coverage_ppm / 1e6, 0.8);
+
+    auto preds = reader_->readPredictions();
+    ASSERT_TRUE(preds.isOk());
+    ASSERT_FALSE(preds->windows.empty());
+    // Windows sit on the bubbles of coming iterations, shrunk by the guard band.
+    for (const auto& w : preds->windows) {
+        const Nanos off = (w.start_ns - 1000 * kMs) % (100 * kMs);
+        const Nanos len = w.end_ns - w.start_ns;
+        const bool fill = off >= 5 * kMs && off <= 8 * kMs && len <= 24 * kMs;
+        const bool drain_b = off >= 60 * kMs && off <= 63 * kMs && len <= 19 * kMs;
+        EXPECT_TRUE(fill || drain_b) << "offset " << off / kMs << " ms, length " << len / kMs;
+    }
+    // The observed ring carries what was measured.
+    channel::ReadCursor cur;
+    auto batch = reader_->readObservedSince(cur);
+    ASSERT_TRUE(batch.isOk());
+    EXPECT_EQ(batch->records.size(), 60u);
+}
+
+TEST_F(PublisherTest, PauseWithdrawsPredictions) {
+    for (int k = 0; k < 30; ++k) {
+        iteration(k);
+    }
+    ASSERT_EQ(reader_->readState()->state, channel::PredictorState::kPredicting);
+    // Training stops (checkpoint): time passes with no receives.
+    clock_.advance(2000 * kMs);
+    pub_->step();
+    auto st = reader_->readState();
+    ASSERT_TRUE(st.isOk());
+    EXPECT_NE(st->state, channel::PredictorState::kPredicting);
+    auto preds = reader_->readPredictions();
+    ASSERT_TRUE(preds.isOk());
+    EXPECT_TRUE(preds->windows.empty()) << "stale predictions must be withdrawn";
+}
+
+}  // namespace
+}  // namespace atlas::plugin
