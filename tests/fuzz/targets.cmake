@@ -16,3 +16,8 @@ atlas_add_fuzzer(fuzz_arbiter_protocol SOURCES ${PROJECT_SOURCE_DIR}/tests/arbit
 target_include_directories(fuzz_arbiter_protocol PRIVATE ${PROJECT_SOURCE_DIR})
 atlas_add_fuzzer(fuzz_arbiter_shm SOURCES ${PROJECT_SOURCE_DIR}/tests/arbiter/fuzz_arbiter_shm.cc ${PROJECT_SOURCE_DIR}/plugin/wan/shm_layout.cc LIBS atlas::common)
 target_include_directories(fuzz_arbiter_shm PRIVATE ${PROJECT_SOURCE_DIR})
+# bubbletea daemon: HTTP requests through Beast's parser + /v1/completions validation, and the KV hand-off decoders (sources compiled in so libFuzzer instruments them)
+atlas_add_fuzzer(fuzz_bubbletea_request SOURCES ${PROJECT_SOURCE_DIR}/tests/bubbletea/daemon_fuzz_request.cc ${PROJECT_SOURCE_DIR}/bubbletea/daemon/api.cc LIBS atlas::common nlohmann_json::nlohmann_json Boost::boost)
+target_include_directories(fuzz_bubbletea_request PRIVATE ${PROJECT_SOURCE_DIR})
+atlas_add_fuzzer(fuzz_bubbletea_kv SOURCES ${PROJECT_SOURCE_DIR}/tests/bubbletea/daemon_fuzz_kv.cc ${PROJECT_SOURCE_DIR}/bubbletea/daemon/kv_wire.cc LIBS atlas::common OpenSSL::Crypto)
+target_include_directories(fuzz_bubbletea_kv PRIVATE ${PROJECT_SOURCE_DIR})

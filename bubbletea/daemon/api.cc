@@ -1,0 +1,383 @@
+#include "bubbletea/daemon/api.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace atlas::bubbletea {
+namespace {
+
+using json = nlohmann::json;
+
+// Deeper nesting than this is refused before parsing: no legitimate request comes close,
+// and it bounds the work (and any recursion) a hostile body can cause.
+constexpr int kMaxJsonDepth = 32;
+// The longest deadline a client may ask for.
+constexpr double kMaxDeadlineMs = 3600.0 * 1000.0;
+
+std::string dumpJson(const json& j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// Max nesting depth of brackets outside strings; -1 when it exceeds `limit`.
+int jsonDepth(std::string_view text, int limit) {
+    int depth = 0;
+    int max_depth = 0;
+    bool in_string = false;
+    bool escaped = false;
+    for (char c : text) {
+        if (in_string) {
+            if (escaped) {
+                escaped = false;
+            } else if (c == '\\') {
+                escaped = true;
+            } else if (c == '"') {
+                in_string = false;
+            }
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > limit) {
+                return -1;
+            }
+            max_depth = std::max(max_depth, depth);
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return max_depth;
+}
+
+const char* typeName(const json& j) {
+    return j.type_name();
+}
+
+ApiError notFoundModel(const std::string& model, const std::string& served) {
+    ApiError e;
+    e.status = 404;
+    e.message = "The model '" + model + "' does not exist; this server serves '" + served + "'";
+    e.param = "model";
+    e.code = "model_not_found";
+    e.reason = "unknown_model";
+    return e;
+}
+
+std::optional<ApiError> parseKvParams(const json& v, KvTransferParams* out) {
+    if (v.is_null()) {
+        return std::nullopt;
+    }
+    if (!v.is_object()) {
+        return badRequest(std::string("kv_transfer_params must be an object, not ") + typeName(v),
+                          "kv_transfer_params", "invalid_type");
+    }
+    out->present = true;
+    json extra = json::object();
+    for (auto it = v.begin(); it != v.end(); ++it) {
+        const std::string& key = it.key();
+        const json& val = it.value();
+        if (key == "do_remote_decode") {
+            if (!val.is_null() && !val.is_boolean()) {
+                return badRequest("kv_transfer_params.do_remote_decode must be a boolean",
+                                  "kv_transfer_params.do_remote_decode", "invalid_type");
+            }
+            out->do_remote_decode = val.is_boolean() && val.get<bool>();
+        } else if (key == "remote_host") {
+            if (!val.is_null() && !val.is_string()) {
+                return badRequest("kv_transfer_params.remote_host must be a string",
+                                  "kv_transfer_params.remote_host", "invalid_type");
+            }
+            if (val.is_string()) {
+                out->remote_host = val.get<std::string>();
+                if (out->remote_host.size() > 253) {
+                    return badRequest("kv_transfer_params.remote_host is too long",
+                                      "kv_transfer_params.remote_host");
+                }
+            }
+        } else if (key == "remote_port") {
+            if (val.is_null()) {
+                continue;
+            }
+            if (!val.is_number_integer() || val.get<int64_t>() < 1 || val.get<int64_t>() > 65535) {
+                return badRequest(
+                    "kv_transfer_params.remote_port must be an integer in "
+                    "[1, 65535]",
+                    "kv_transfer_params.remote_port");
+            }
+            out->remote_port = static_cast<int>(val.get<int64_t>());
+        } else {
+            extra[key] = val;
+        }
+    }
+    if (out->do_remote_decode && !out->remote_host.empty() && out->remote_port == 0) {
+        return badRequest("kv_transfer_params.remote_port is required with remote_host",
+                          "kv_transfer_params.remote_port", "missing_field");
+    }
+    out->extra_json = dumpJson(extra);
+    return std::nullopt;
+}
+
+std::optional<ApiError> parsePrompt(const json& v, const ModelLimits& limits,
+                                    std::vector<int32_t>* out) {
+    if (v.is_string()) {
+        return badRequest(
+            "text prompts are not supported: this model has no tokenizer; send "
+            "the prompt as a list of token ids",
+            "prompt", "unsupported_prompt");
+    }
+    if (!v.is_array()) {
+        return badRequest(std::string("prompt must be a list of token ids, not ") + typeName(v),
+                          "prompt", "invalid_type");
+    }
+    if (v.empty()) {
+        return badRequest("prompt must not be empty", "prompt");
+    }
+    if (v.front().is_array() || v.front().is_string()) {
+        return badRequest(
+            "batched prompts (a list of prompts) are not supported; send one "
+            "request per prompt",
+            "prompt", "unsupported_prompt");
+    }
+    if (static_cast<int64_t>(v.size()) > limits.max_prompt_tokens) {
+        ApiError e;
+        e.status = 413;
+        e.message = "prompt has " + std::to_string(v.size()) + " tokens, more than the " +
+                    std::to_string(limits.max_prompt_tokens) + " this server accepts";
+        e.param = "prompt";
+        e.code = "context_length_exceeded";
+        e.reason = "prompt_too_long";
+        return e;
+    }
+    out->reserve(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+        const json& t = v[i];
+        if (!t.is_number_integer()) {
+            return badRequest(
+                "prompt[" + std::to_string(i) + "] must be an integer token id, not " + typeName(t),
+                "prompt", "invalid_type");
+        }
+        const int64_t id =
+            t.is_number_unsigned()
+                ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
+                : t.get<int64_t>();
+        if (id < 0 || id >= limits.vocab_size) {
+            return badRequest("prompt[" + std::to_string(i) + "]: token id " + std::to_string(id) +
+                                  " is outside the vocabulary [0, " +
+                                  std::to_string(limits.vocab_size) + ")",
+                              "prompt");
+        }
+        out->push_back(static_cast<int32_t>(id));
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+ApiError badRequest(std::string message, std::string param, std::string code) {
+    ApiError e;
+    e.status = 400;
+    e.message = std::move(message);
+    e.param = std::move(param);
+    e.code = std::move(code);
+    e.reason = "bad_request";
+    return e;
+}
+
+std::string errorJson(const ApiError& error) {
+    json inner = {{"message", error.message}, {"type", error.type}};
+    inner["param"] = error.param.empty() ? json(nullptr) : json(error.param);
+    inner["code"] = error.code.empty() ? json(nullptr) : json(error.code);
+    return dumpJson(json{{"error", inner}});
+}
+
+int64_t retryAfterSeconds(Nanos ns) {
+    const int64_t s = (ns + kNsPerSec - 1) / kNsPerSec;
+    return s < 1 ? 1 : s;
+}
+
+std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_view body,
+                                                                 const ModelLimits& limits) {
+    if (jsonDepth(body, kMaxJsonDepth) < 0) {
+        return badRequest(
+            "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
+            "invalid_json");
+    }
+    const json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) {
+        return badRequest("request body is not valid JSON", "", "invalid_json");
+    }
+    if (!doc.is_object()) {
+        return badRequest(std::string("request body must be a JSON object, not ") + typeName(doc),
+                          "", "invalid_json");
+    }
+    CompletionRequest req;
+
+    const auto model = doc.find("model");
+    if (model == doc.end() || model->is_null()) {
+        return badRequest("model is required", "model", "missing_field");
+    }
+    if (!model->is_string()) {
+        return badRequest("model must be a string", "model", "invalid_type");
+    }
+    req.model = model->get<std::string>();
+    bool known = false;
+    for (const auto& name : limits.model_names) {
+        known = known || name == req.model;
+    }
+    if (!known) {
+        return notFoundModel(req.model, limits.model_names.empty() ? "" : limits.model_names[0]);
+    }
+
+    const auto max_tokens = doc.find("max_tokens");
+    if (max_tokens != doc.end() && !max_tokens->is_null()) {
+        if (!max_tokens->is_number_integer()) {
+            return badRequest("max_tokens must be an integer", "max_tokens", "invalid_type");
+        }
+        const bool positive = max_tokens->is_number_unsigned() || max_tokens->get<int64_t>() >= 1;
+        if (!positive) {
+            return badRequest("max_tokens must be 1", "max_tokens");
+        }
+        if (max_tokens->is_number_unsigned() ? max_tokens->get<uint64_t>() != 1
+                                             : max_tokens->get<int64_t>() != 1) {
+            return badRequest(
+                "max_tokens must be 1: this is a prefill-only server that "
+                "returns the first token; decoding runs on the decode server",
+                "max_tokens", "unsupported_value");
+        }
+    }
+
+    const auto stream = doc.find("stream");
+    if (stream != doc.end() && !stream->is_null()) {
+        if (!stream->is_boolean()) {
+            return badRequest("stream must be a boolean", "stream", "invalid_type");
+        }
+        if (stream->get<bool>()) {
+            return badRequest("stream=true is not supported: a prefill returns one token", "stream",
+                              "unsupported_value");
+        }
+    }
+
+    const auto n = doc.find("n");
+    if (n != doc.end() && !n->is_null()) {
+        if (!n->is_number_integer() || n->get<int64_t>() != 1) {
+            return badRequest("n must be 1", "n", "unsupported_value");
+        }
+    }
+
+    const auto deadline = doc.find("ttft_deadline_ms");
+    if (deadline != doc.end() && !deadline->is_null()) {
+        if (!deadline->is_number()) {
+            return badRequest("ttft_deadline_ms must be a number", "ttft_deadline_ms",
+                              "invalid_type");
+        }
+        const double ms = deadline->get<double>();
+        if (!(ms > 0) || !(ms <= kMaxDeadlineMs)) {
+            return badRequest("ttft_deadline_ms must be in (0, 3600000]", "ttft_deadline_ms");
+        }
+        req.ttft_deadline_ms = ms;
+    }
+
+    const auto request_id = doc.find("request_id");
+    if (request_id != doc.end() && !request_id->is_null()) {
+        if (!request_id->is_string() || request_id->get<std::string>().size() > 200) {
+            return badRequest("request_id must be a string of at most 200 bytes", "request_id",
+                              "invalid_type");
+        }
+        req.request_id = request_id->get<std::string>();
+    }
+
+    const auto kv = doc.find("kv_transfer_params");
+    if (kv != doc.end()) {
+        if (auto err = parseKvParams(*kv, &req.kv)) {
+            return *err;
+        }
+    }
+
+    const auto prompt = doc.find("prompt");
+    if (prompt == doc.end() || prompt->is_null()) {
+        return badRequest("prompt is required", "prompt", "missing_field");
+    }
+    if (auto err = parsePrompt(*prompt, limits, &req.prompt)) {
+        return *err;
+    }
+    return req;
+}
+
+RouteMatch classifyRoute(std::string_view method, std::string_view target) {
+    const size_t q = target.find('?');
+    const std::string_view path = q == std::string_view::npos ? target : target.substr(0, q);
+    RouteMatch m;
+    auto only = [&](std::string_view allowed, Route route) {
+        if (method == allowed) {
+            m.route = route;
+        } else {
+            m.route = Route::kBadMethod;
+            m.allow = std::string(allowed);
+        }
+    };
+    constexpr std::string_view kKvPrefix = "/v1/kv/";
+    if (path == "/v1/completions") {
+        only("POST", Route::kCompletions);
+    } else if (path == "/v1/models") {
+        only("GET", Route::kModels);
+    } else if (path == "/healthz" || path == "/health") {
+        only("GET", Route::kHealth);
+    } else if (path == "/metrics") {
+        only("GET", Route::kMetrics);
+    } else if (path.size() > kKvPrefix.size() && path.substr(0, kKvPrefix.size()) == kKvPrefix &&
+               path.size() - kKvPrefix.size() <= 128 &&
+               path.substr(kKvPrefix.size()).find('/') == std::string_view::npos) {
+        only("GET", Route::kKvPull);
+        m.kv_id = std::string(path.substr(kKvPrefix.size()));
+    }
+    return m;
+}
+
+std::string completionJson(const CompletionResult& r) {
+    json choice = {
+        {"index", 0},
+        {"text", std::to_string(r.first_token)},
+        {"token_ids", json::array({r.first_token})},
+        {"logprobs", nullptr},
+        {"finish_reason", "length"},
+        {"stop_reason", nullptr},
+    };
+    json out = {
+        {"id", r.id},
+        {"object", "text_completion"},
+        {"created", r.created_unix_s},
+        {"model", r.model},
+        {"choices", json::array({choice})},
+        {"usage",
+         {{"prompt_tokens", r.prompt_tokens},
+          {"completion_tokens", 1},
+          {"total_tokens", r.prompt_tokens + 1}}},
+        {"bubbletea",
+         {{"queue_ms", r.queue_ms},
+          {"prefill_ms", r.prefill_ms},
+          {"ttft_ms", r.ttft_ms},
+          {"chunks", r.chunks}}},
+    };
+    if (!r.kv_transfer_params_json.empty()) {
+        json kv = json::parse(r.kv_transfer_params_json, nullptr, false);
+        out["kv_transfer_params"] = kv.is_discarded() ? json(nullptr) : kv;
+    } else {
+        out["kv_transfer_params"] = nullptr;
+    }
+    return dumpJson(out);
+}
+
+std::string modelsJson(const std::vector<std::string>& names, int64_t created_unix_s,
+                       int64_t max_model_len) {
+    json data = json::array();
+    if (!names.empty()) {
+        data.push_back({{"id", names[0]},
+                        {"object", "model"},
+                        {"created", created_unix_s},
+                        {"owned_by", "bubbletea"},
+                        {"max_model_len", max_model_len}});
+    }
+    return dumpJson(json{{"object", "list"}, {"data", data}});
+}
+
+}  // namespace atlas::bubbletea
