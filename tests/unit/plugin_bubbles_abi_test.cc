@@ -76,15 +76,15 @@ class PluginBubblesAbiTest : public ::testing::Test {
             void* rreq = nullptr;
             void* sreq = nullptr;
             while (rreq == nullptr) {
-                ASSERT_EQ(ncclNetPlugin_v11.irecv(recv, 1, data, sizes, tags, nullptr, nullptr,
-                                                  &rreq),
-                          ncclSuccess);
+                ASSERT_EQ(
+                    ncclNetPlugin_v11.irecv(recv, 1, data, sizes, tags, nullptr, nullptr, &rreq),
+                    ncclSuccess);
                 ASSERT_LT(Clock::now(), until);
             }
             std::this_thread::sleep_for(kWait);
             while (sreq == nullptr) {
-                ASSERT_EQ(ncclNetPlugin_v11.isend(send, out.data(), out.size(), 0, nullptr,
-                                                  nullptr, &sreq),
+                ASSERT_EQ(ncclNetPlugin_v11.isend(send, out.data(), out.size(), 0, nullptr, nullptr,
+                                                  &sreq),
                           ncclSuccess);
                 ASSERT_LT(Clock::now(), until);
             }
