@@ -427,7 +427,9 @@ Result<Ack> decodeAck(std::span<const uint8_t> bytes) {
     a.status = static_cast<AckStatus>(st);
     a.transfer_id = get64(bytes.data() + 8);
     a.bytes = get64(bytes.data() + 16);
-    const auto msg = bytes.subspan(32, kAckMessageBytes);
+    // The last byte of the field is the terminator's: a peer that fills all of it (no NUL)
+    // still yields at most kAckMessageBytes - 1 characters, as Ack::message promises.
+    const auto msg = bytes.subspan(32, kAckMessageBytes - 1);
     for (uint8_t c : msg) {
         if (c == 0) {
             break;

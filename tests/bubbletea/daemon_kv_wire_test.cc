@@ -1,6 +1,7 @@
 // KV hand-off wire format: round trips, known checksum vectors, and rejection of every kind
 // of inconsistent header (the decoder reads untrusted bytes).
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <cstring>
 
@@ -135,6 +136,13 @@ TEST(DaemonKvWire, ControlMessagesRoundTrip) {
     auto bad = encodeAck(ack);
     bad[6] = 200;
     EXPECT_FALSE(decodeAck(bad).isOk());
+    // A peer that fills the whole message field (no terminator) still yields a message of
+    // at most kAckMessageBytes - 1 characters (found by fuzz_bubbletea_kv).
+    auto unterminated = encodeAck(ack);
+    std::fill(unterminated.begin() + 32, unterminated.begin() + 32 + kAckMessageBytes, 'x');
+    auto u = decodeAck(unterminated);
+    ASSERT_TRUE(u.isOk());
+    EXPECT_EQ(u.value().message, std::string(kAckMessageBytes - 1, 'x'));
 }
 
 TEST(DaemonKvStore, OneShotTtlAndEviction) {
