@@ -403,28 +403,9 @@ Result<std::unique_ptr<KvCache>> CudaEngine::newSequence(size_t max_tokens) {
 
 Result<PrefillResult> CudaEngine::prefillChunk(KvCache& kv, std::span<const int32_t> tokens,
                                                bool last, const std::atomic<bool>* cancel) {
-    if (kv.owner_ != this) {
-        return Status{Code::kInvalidArgument, "KvCache belongs to another engine"};
-    }
+    ATLAS_RETURN_IF_ERROR(kv.checkChunk(this, tokens, config_.vocab_size));
     const size_t n = tokens.size();
     const size_t pos0 = kv.length_;
-    if (n == 0) {
-        return Status{Code::kInvalidArgument, "empty prefill chunk"};
-    }
-    if (n > kv.capacity_ - pos0) {
-        return Status{Code::kInvalidArgument, "chunk of " + std::to_string(n) +
-                                                  " tokens at position " + std::to_string(pos0) +
-                                                  " exceeds the sequence capacity " +
-                                                  std::to_string(kv.capacity_)};
-    }
-    for (size_t i = 0; i < n; ++i) {
-        if (tokens[i] < 0 || tokens[i] >= config_.vocab_size) {
-            return Status{Code::kInvalidArgument, "token id " + std::to_string(tokens[i]) +
-                                                      " at chunk index " + std::to_string(i) +
-                                                      " is outside [0, " +
-                                                      std::to_string(config_.vocab_size) + ")"};
-        }
-    }
     ATLAS_CUDA_TRY(cudaSetDevice(ctx_->device));
     auto& cache = static_cast<CudaKvCache&>(kv);
     const int rows = static_cast<int>(n);

@@ -52,6 +52,33 @@ class KvCache {
   protected:
     KvCache(const void* owner, size_t capacity) : owner_(owner), capacity_(capacity) {}
 
+    // What every engine checks before prefilling `tokens` into this cache: made by `engine`,
+    // a non-empty chunk that fits the remaining capacity, every id in [0, vocab_size).
+    Status checkChunk(const void* engine, std::span<const int32_t> tokens,
+                      int64_t vocab_size) const {
+        if (owner_ != engine) {
+            return Status{Code::kInvalidArgument, "KvCache belongs to another engine"};
+        }
+        if (tokens.empty()) {
+            return Status{Code::kInvalidArgument, "empty prefill chunk"};
+        }
+        if (tokens.size() > capacity_ - length_) {
+            return Status{Code::kInvalidArgument,
+                          "chunk of " + std::to_string(tokens.size()) + " tokens at position " +
+                              std::to_string(length_) + " exceeds the sequence capacity " +
+                              std::to_string(capacity_)};
+        }
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            if (tokens[i] < 0 || tokens[i] >= vocab_size) {
+                return Status{Code::kInvalidArgument, "token id " + std::to_string(tokens[i]) +
+                                                          " at chunk index " + std::to_string(i) +
+                                                          " is outside [0, " +
+                                                          std::to_string(vocab_size) + ")"};
+            }
+        }
+        return Status::ok();
+    }
+
     const void* owner_;  // the engine that created it; engines reject foreign caches
     size_t capacity_;
     size_t length_ = 0;
