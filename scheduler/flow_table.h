@@ -73,6 +73,21 @@ class FlowTable {
 
     size_t size() const { return index_.size(); }
 
+    // Records cumulative progress of `id`'s transfer: kInvalidArgument for an unknown flow or
+    // progress that goes backwards or past the transfer's size (nothing is changed then).
+    Status recordProgress(FlowId id, uint64_t bytes_done) {
+        const uint32_t slot = find(id);
+        if (slot == kNone) {
+            return Status(Code::kInvalidArgument, "progress for an unknown flow");
+        }
+        FlowRecord& r = records_[slot];
+        if (bytes_done > r.bytes || bytes_done < r.bytes_done) {
+            return Status(Code::kInvalidArgument, "progress out of range or going backwards");
+        }
+        r.bytes_done = bytes_done;
+        return Status::ok();
+    }
+
   private:
     std::unordered_map<FlowId, uint32_t> index_;
     std::vector<FlowRecord> records_;
@@ -84,14 +99,6 @@ class FlowTable {
 inline Status checkTime(Nanos last_ns, Nanos now_ns) {
     if (now_ns < last_ns) {
         return Status(Code::kInvalidArgument, "policy event time went backwards");
-    }
-    return Status::ok();
-}
-
-// Shared event validation: cumulative progress must be monotone and within the size.
-inline Status checkProgress(const FlowRecord& r, uint64_t bytes_done) {
-    if (bytes_done > r.bytes || bytes_done < r.bytes_done) {
-        return Status(Code::kInvalidArgument, "progress out of range or going backwards");
     }
     return Status::ok();
 }

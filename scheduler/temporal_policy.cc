@@ -19,12 +19,7 @@ Status TemporalPolicy::onRequest(FlowId flow, const FlowClass& cls, uint64_t byt
 
 Status TemporalPolicy::onProgress(FlowId flow, uint64_t bytes_done, Nanos now_ns) {
     ATLAS_RETURN_IF_ERROR(checkTime(last_ns_, now_ns));
-    const uint32_t slot = flows_.find(flow);
-    if (slot == FlowTable::kNone) {
-        return Status(Code::kInvalidArgument, "progress for an unknown flow");
-    }
-    ATLAS_RETURN_IF_ERROR(checkProgress(flows_.at(slot), bytes_done));
-    flows_.at(slot).bytes_done = bytes_done;
+    ATLAS_RETURN_IF_ERROR(flows_.recordProgress(flow, bytes_done));
     last_ns_ = now_ns;
     return Status::ok();
 }
