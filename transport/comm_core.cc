@@ -519,13 +519,16 @@ void CommCore::onEof(Stream& s) {
 
 void CommCore::checkPeerGone() {
     // Once the peer has closed any stream, pending receives can only be served by streams
-    // still reading: parked streams hold a frame of a later message, closed ones nothing.
-    // If none is left, the receives can never complete: fail instead of hanging.
+    // still reading, or by a parked stream whose frame belongs to a receive posted since it
+    // parked (unparkStreams() attaches it next: the sender finished and closed before this
+    // receive was posted, which is ordinary). Closed streams hold nothing. If none is left,
+    // the receives can never complete: fail instead of hanging.
     if (eof_streams_ == 0 || pendingReceives() == 0) {
         return;
     }
     for (const auto& t : streams_) {
-        if (t->phase == RecvPhase::kHeader || t->phase == RecvPhase::kPayload) {
+        if (t->phase == RecvPhase::kHeader || t->phase == RecvPhase::kPayload ||
+            (t->phase == RecvPhase::kParked && t->frame_seq < engine_seq_)) {
             return;
         }
     }

@@ -187,6 +187,39 @@ TEST_P(LoopbackTest, PeerCloseFailsPendingReceive) {
     EXPECT_EQ(st.code(), Code::kRemote) << st.toString();
 }
 
+TEST_P(LoopbackTest, MessageSentBeforeThePeerClosedIsStillReceived) {
+    // The sender completes its last message and closes before the receiver posts the
+    // receive (pipeline teardown, Megatron-style receives posted when needed): the frame
+    // waits on a parked stream and must still be delivered; only a receive with no data
+    // behind it fails.
+    for (size_t size : {size_t{300000}, size_t{100}}) {  // striped, then inline
+        Pair p;
+        ASSERT_TRUE(connectPair(*t_, *t_, &p).isOk());
+        std::vector<uint8_t> src(size), dst(size);
+        fillPattern(src, size);
+        Request* sr = nullptr;
+        ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
+        size_t n = 0;
+        ASSERT_TRUE(waitFor(sr, &n).isOk());
+        ASSERT_TRUE(p.send->close().isOk());
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the EOFs land
+        Request* rr = nullptr;
+        ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+        Status st = waitFor(rr, &n, std::chrono::milliseconds(5000));
+        ASSERT_TRUE(st.isOk()) << "size " << size << ": " << st.toString();
+        EXPECT_EQ(n, size);
+        EXPECT_EQ(src, dst);
+        Request* extra = nullptr;
+        Status post = p.recv->irecv(dst.data(), dst.size(), &extra);
+        if (post.isOk()) {
+            st = waitFor(extra, &n, std::chrono::milliseconds(5000));
+        } else {
+            st = post;
+        }
+        EXPECT_EQ(st.code(), Code::kRemote) << st.toString();
+    }
+}
+
 TEST_P(LoopbackTest, ReceiverCloseFailsSender) {
     Pair p;
     ASSERT_TRUE(connectPair(*t_, *t_, &p).isOk());
