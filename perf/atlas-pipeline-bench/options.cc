@@ -36,6 +36,9 @@ usage: atlas-pipeline-bench [options]
       --stage-env S:K=V  only for stage S (repeatable)
       --pipeline-env D:K=V  only for pipeline D (repeatable)
       --compute MODE     spin | yield | sleep (default spin: the CPU is really used)
+      --recv-post WHEN   ahead | needed (default ahead): post an iteration's receives at its
+                         start, or each right before the compute that consumes it (as
+                         Megatron's p2p_communicate does)
       --no-barrier       let iterations overlap (no per-iteration barrier of all stages)
       --no-traffic-class do not pass {pipeline, stage, direction} as NCCL trafficClass
                          (the plugin then derives the flow class itself)
@@ -107,6 +110,10 @@ const char* computeName(Compute c) {
             return "sleep";
     }
     return "?";
+}
+
+const char* recvPostName(RecvPost r) {
+    return r == RecvPost::kAhead ? "ahead" : "needed";
 }
 
 const char* usageText() {
@@ -287,6 +294,15 @@ Result<BenchConfig> parseArgs(const std::vector<std::string>& args) {
                 c.compute = Compute::kSleep;
             } else {
                 return bad("--compute='" + v + "': expected spin, yield or sleep");
+            }
+        } else if (a == "--recv-post") {
+            ATLAS_RETURN_IF_ERROR(value());
+            if (v == "ahead") {
+                c.recv_post = RecvPost::kAhead;
+            } else if (v == "needed") {
+                c.recv_post = RecvPost::kNeeded;
+            } else {
+                return bad("--recv-post='" + v + "': expected ahead or needed");
             }
         } else if (a == "--no-barrier") {
             c.barrier = false;

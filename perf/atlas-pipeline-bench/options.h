@@ -17,9 +17,15 @@ enum class Schedule : uint8_t { kGpipe, k1f1b };
 // spin with sched_yield (CPU used but given up to other runnable threads), or sleep (no CPU;
 // for small machines where spinning stages would starve the network stack).
 enum class Compute : uint8_t { kSpin, kYield, kSleep };
+// When a stage posts its receives: all of an iteration's at its start (a framework that
+// enqueues every p2p op of a step at once; NCCL's proxy then posts them ahead of the kernels),
+// or each one right before the compute that consumes it (Megatron's p2p_communicate: post,
+// then wait, then compute), which is when the GPU really starts waiting.
+enum class RecvPost : uint8_t { kAhead, kNeeded };
 
 const char* scheduleName(Schedule s);
 const char* computeName(Compute c);
+const char* recvPostName(RecvPost r);
 
 struct StageCost {
     Nanos fwd_ns = 0;
@@ -50,6 +56,7 @@ struct BenchConfig {
     std::string plugin;                    // empty: next to the executable, then $ATLAS_PLUGIN
     std::vector<EnvSetting> env;
     Compute compute = Compute::kSpin;
+    RecvPost recv_post = RecvPost::kAhead;
     bool barrier = true;        // iterations end with a barrier of every stage (DP sync)
     bool traffic_class = true;  // tell the plugin {pipeline, stage, direction} (v11 config)
     int dev = 0;

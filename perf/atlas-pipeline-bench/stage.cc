@@ -312,27 +312,33 @@ Status StageRunner::iteration(int it) {
     busy_ = 0;
     waited_ = 0;
     const Nanos start = monotonicNowNs();
-    // Receives are posted up front (NCCL's proxy posts them ahead of the kernels too), so a
-    // transfer can use the link as soon as its sender has the grant.
-    for (int mb = 0; mb < m; ++mb) {
+    // kAhead: every receive is posted up front, so a transfer can use the link as soon as its
+    // sender has the grant. kNeeded: each is posted right before its wait (below).
+    auto post = [&](bool activation, int mb) -> Status {
+        std::vector<void*>& reqs = activation ? act_req : grad_req;
+        auto r = activation ? postRecv(act_in_, act_recv_, mb, cfg_.act_bytes)
+                            : postRecv(grad_in_, grad_recv_, mb, cfg_.gradBytes());
+        if (!r) {
+            return r.status();
+        }
+        reqs[static_cast<size_t>(mb)] = r.value();
+        return Status::ok();
+    };
+    const bool ahead = cfg_.recv_post == RecvPost::kAhead;
+    for (int mb = 0; ahead && mb < m; ++mb) {
         if (s_ > 0) {
-            auto r = postRecv(act_in_, act_recv_, mb, cfg_.act_bytes);
-            if (!r) {
-                return r.status();
-            }
-            act_req[static_cast<size_t>(mb)] = r.value();
+            ATLAS_RETURN_IF_ERROR(post(true, mb));
         }
         if (s_ < last_) {
-            auto r = postRecv(grad_in_, grad_recv_, mb, cfg_.gradBytes());
-            if (!r) {
-                return r.status();
-            }
-            grad_req[static_cast<size_t>(mb)] = r.value();
+            ATLAS_RETURN_IF_ERROR(post(false, mb));
         }
     }
     for (const Op& op : stageOps(cfg_.schedule, s_, cfg_.stages, m)) {
         if (op.forward) {
             if (s_ > 0) {
+                if (!ahead) {
+                    ATLAS_RETURN_IF_ERROR(post(true, op.mb));
+                }
                 ATLAS_RETURN_IF_ERROR(wait(act_req[static_cast<size_t>(op.mb)], 'A', it, op.mb));
             }
             const Nanos t0 = monotonicNowNs();
@@ -349,6 +355,9 @@ Status StageRunner::iteration(int it) {
             }
         } else {
             if (s_ < last_) {
+                if (!ahead) {
+                    ATLAS_RETURN_IF_ERROR(post(false, op.mb));
+                }
                 ATLAS_RETURN_IF_ERROR(wait(grad_req[static_cast<size_t>(op.mb)], 'G', it, op.mb));
             }
             const Nanos t0 = monotonicNowNs();
