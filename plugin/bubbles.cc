@@ -125,15 +125,14 @@ BubblePublisher::BubblePublisher(const BubbleConfig& config, IdleRecorder* recor
 
 Result<std::unique_ptr<BubblePublisher>> BubblePublisher::manual(const BubbleConfig& config,
                                                                  IdleRecorder* recorder,
-                                                                 const Clock& clock,
-                                                                 Logger log) {
+                                                                 const Clock& clock, Logger log) {
     ATLAS_RETURN_IF_ERROR(sched::validate(config.predictor));
     channel::WriterOptions opts;
     opts.clock = &clock;
     // Readable by a bubbletea sidecar running as another user of the node.
     opts.mode = 0644;
-    auto w = channel::ChannelWriter::create(config.channel_name, channel::ChannelCapacities{},
-                                            opts);
+    auto w =
+        channel::ChannelWriter::create(config.channel_name, channel::ChannelCapacities{}, opts);
     if (!w.isOk()) {
         return w.status();
     }
@@ -225,6 +224,7 @@ void BubblePublisher::step() {
                                windows_history_.end() - static_cast<long>(kMaxCommitted));
     }
 
+    predictor_.noteOpen(recorder_->openSince());
     const sched::PredictionStatus status = predictor_.predict(now, &predicted_);
     std::vector<channel::PredictedWindow> next;
     next.reserve(predicted_.size());
@@ -255,10 +255,9 @@ void BubblePublisher::step() {
             writer_.setStatus(PredictorState::kLearning, StatusReason::kWarmup);
             break;
         case sched::PredictionStatus::kLost:
-            writer_.setStatus(PredictorState::kPeriodLost,
-                              est.reason == sched::LossReason::kPause
-                                  ? StatusReason::kNoTraffic
-                                  : StatusReason::kPeriodChanged);
+            writer_.setStatus(PredictorState::kPeriodLost, est.reason == sched::LossReason::kPause
+                                                               ? StatusReason::kNoTraffic
+                                                               : StatusReason::kPeriodChanged);
             break;
         case sched::PredictionStatus::kStale:
             writer_.setStatus(PredictorState::kIdle, StatusReason::kNoTraffic);
@@ -279,8 +278,8 @@ void BubblePublisher::step() {
     }
     if (!windows_history_.empty() && !observed_history_.empty()) {
         // Score the span where both histories exist and the outcome is known.
-        const Nanos from = std::max(windows_history_.front().start_ns,
-                                    observed_history_.front().start_ns);
+        const Nanos from =
+            std::max(windows_history_.front().start_ns, observed_history_.front().start_ns);
         const Nanos to = std::min(now, last_end_ns_);
         if (to > from) {
             const auto acc =

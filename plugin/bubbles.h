@@ -37,7 +37,7 @@ namespace atlas::plugin {
 // Process-wide recorder of GPU-wait intervals. Producers: any thread (lock-free); consumer:
 // the publisher thread only.
 class IdleRecorder {
-public:
+  public:
     // Ring capacity of finished intervals not yet taken by the publisher; overflow drops
     // the newest interval and counts it.
     static constexpr size_t kCapacity = 1024;
@@ -54,8 +54,14 @@ public:
     bool pop(sched::Interval* out) noexcept;
     uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
     int64_t outstanding() const noexcept { return outstanding_.load(std::memory_order_relaxed); }
+    // Start of the interval open now, 0 when none. A hint read by the publisher: it may be a
+    // tick stale, which costs at most that tick of a window.
+    Nanos openSince() const noexcept {
+        return leader_.load(std::memory_order_acquire) != 0 ? start_.load(std::memory_order_relaxed)
+                                                            : 0;
+    }
 
-private:
+  private:
     void push(const sched::Interval& iv) noexcept;
 
     std::atomic<int64_t> outstanding_{0};
@@ -77,7 +83,7 @@ private:
 // One WAN recv comm's observer: forwards to the recorder with a comm-unique key and keeps the
 // comm's own outstanding count so a closing comm can hand back what will never complete.
 class CommIdleObserver final : public RecvObserver {
-public:
+  public:
     CommIdleObserver(IdleRecorder* recorder, uint64_t comm_id)
         : recorder_(recorder), comm_id_(comm_id) {}
     void posted(uint64_t seq, Nanos now_ns) noexcept override;
@@ -89,14 +95,14 @@ public:
         return (comm_id << 48) | (seq & ((1ull << 48) - 1));
     }
 
-private:
+  private:
     IdleRecorder* recorder_;
     uint64_t comm_id_;
     std::atomic<int64_t> pending_{0};
 };
 
 struct BubbleConfig {
-    std::string channel_name;            // resolved (see channel_name.h)
+    std::string channel_name;  // resolved (see channel_name.h)
     sched::BubblePredictorConfig predictor;
     Nanos publish_interval_ns = kNsPerMs;
     // Observed intervals kept to score predictions against (running coverage/precision).
@@ -105,7 +111,7 @@ struct BubbleConfig {
 
 // Owns the channel writer, the predictor and the publisher thread.
 class BubblePublisher {
-public:
+  public:
     // Creates the channel and starts the thread. `clock` must outlive the publisher.
     static Result<std::unique_ptr<BubblePublisher>> start(const BubbleConfig& config,
                                                           IdleRecorder* recorder,
@@ -121,7 +127,7 @@ public:
 
     const std::string& channelName() const { return writer_.name(); }
 
-private:
+  private:
     BubblePublisher(const BubbleConfig& config, IdleRecorder* recorder, const Clock& clock,
                     Logger log, channel::ChannelWriter writer);
     void run();
@@ -134,9 +140,9 @@ private:
     channel::ChannelWriter writer_;
     sched::BubblePredictor predictor_;
 
-    std::vector<sched::PredictedWindow> predicted_;      // scratch
-    std::vector<channel::PredictedWindow> published_;    // last published set
-    std::vector<sched::Interval> windows_history_;       // published windows, for scoring
+    std::vector<sched::PredictedWindow> predicted_;    // scratch
+    std::vector<channel::PredictedWindow> published_;  // last published set
+    std::vector<sched::Interval> windows_history_;     // published windows, for scoring
     std::vector<sched::Interval> observed_history_;
     Nanos busy_ns_ = 0, idle_ns_ = 0, first_ns_ = 0, last_end_ns_ = 0;
     uint64_t last_dropped_ = 0;

@@ -55,6 +55,9 @@ Status validate(const BubblePredictorConfig& c) {
         !(c.duration_quantile >= 0.0 && c.duration_quantile <= 1.0)) {
         return bad("min_slot_rate and duration_quantile must be in [0, 1]");
     }
+    if (!(c.slot_tolerance > 0.0 && c.slot_tolerance <= 0.25) || c.slot_tolerance_max_ns < 1) {
+        return bad("need 0 < slot_tolerance <= 0.25 and slot_tolerance_max_ns >= 1");
+    }
     if (!(c.stale_cycles > 1.0) || c.recent_intervals < 8) {
         return bad("need stale_cycles > 1 and recent_intervals >= 8");
     }
@@ -111,6 +114,8 @@ Status BubblePredictor::observe(const Interval& idle) {
         slots_.clear();
         observations_.clear();
         slots_epoch_ = 0;
+        chain_valid_ = false;
+        unmatched_count_ = 0;
         return Status::ok();
     }
     if (est.epoch != slots_epoch_) {
@@ -126,6 +131,8 @@ void BubblePredictor::rebuild(const PeriodEstimate& est) {
     observations_.clear();
     obs_next_ = 0;
     latest_cycle_ = kNoCycle;
+    chain_valid_ = false;
+    unmatched_count_ = 0;
     slots_epoch_ = est.epoch;
     // Replay the recent intervals of the current regime in time order (the ring's oldest
     // entry is at recent_next_ once it is full).
@@ -138,6 +145,17 @@ void BubblePredictor::rebuild(const PeriodEstimate& est) {
             assign(iv, est);
         }
     }
+}
+
+double BubblePredictor::hitRate(const Slot& slot) const {
+    // Over the recent iterations this slot could have appeared in.
+    const int64_t window =
+        std::min<int64_t>(config_.slot_history, latest_cycle_ - slot.first_cycle + 1);
+    size_t hits = 0;
+    for (size_t i = 0; i < slot.count; ++i) {
+        hits += slot.samples[i].cycle > latest_cycle_ - config_.slot_history ? 1 : 0;
+    }
+    return static_cast<double>(hits) / static_cast<double>(std::max<int64_t>(window, 1));
 }
 
 void BubblePredictor::refresh(Slot& slot) {
@@ -160,33 +178,155 @@ void BubblePredictor::refresh(Slot& slot) {
     slot.duration = *qit;
 }
 
-void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
+BubblePredictor::Match BubblePredictor::match(Nanos start_ns, Nanos length_ns,
+                                              const PeriodEstimate& est) const {
     const Nanos period = est.period_ns;
-    const Nanos tol = static_cast<Nanos>(config_.detector.tolerance * static_cast<double>(period));
-    const Nanos phase = floorMod(idle.start_ns - est.anchor_ns, period);
+    const Nanos narrow =
+        std::min(static_cast<Nanos>(config_.slot_tolerance * static_cast<double>(period)),
+                 config_.slot_tolerance_max_ns);
+    const Nanos wide = std::max(
+        narrow, static_cast<Nanos>(config_.detector.tolerance * static_cast<double>(period)));
+    // Two phase references. The anchor's: start - anchor, exact while the anchor advances
+    // with every iteration, off by the iteration-length jitter when it has not. The chain's:
+    // the offset of the slot the previous interval joined plus the time since it started,
+    // which carries only the jitter between two neighbouring bubbles. Both are matched
+    // narrowly, so bubbles a few ms apart stay separate slots.
+    const Nanos anchor_phase = floorMod(start_ns - est.anchor_ns, period);
+    const bool chained = chain_valid_ && start_ns - chain_start_ns_ < period;
+    const Nanos chain_phase =
+        chained ? floorMod(chain_offset_ + (start_ns - chain_start_ns_), period) : anchor_phase;
+    auto cycleOf = [&](Nanos phase, const Slot& s) {
+        Nanos offset = phase;  // unwrapped next to the slot offset
+        if (offset - s.offset > period / 2) {
+            offset -= period;
+        } else if (s.offset - offset > period / 2) {
+            offset += period;
+        }
+        return est.anchor_cycle + roundDiv(start_ns - est.anchor_ns - offset, period);
+    };
+    auto nearest = [&](Nanos phase, Nanos tol, bool fresh_only) {
+        size_t best = slots_.size();
+        Nanos best_dist = tol + 1;
+        for (size_t i = 0; i < slots_.size(); ++i) {
+            const Nanos d = floorMod(phase - slots_[i].offset, period);
+            const Nanos dist = std::min(d, period - d);
+            if (dist < best_dist && lengthFits(length_ns, slots_[i]) &&
+                !(fresh_only && slots_[i].count > 0 &&
+                  slots_[i].last_cycle >= cycleOf(phase, slots_[i]))) {
+                best_dist = dist;
+                best = i;
+            }
+        }
+        return best;
+    };
+    Match m;
+    m.phase = anchor_phase;
+    m.slot = nearest(anchor_phase, narrow, false);
+    if (m.slot == slots_.size() && chained) {
+        m.slot = nearest(chain_phase, narrow, false);
+        m.phase = m.slot == slots_.size() ? anchor_phase : chain_phase;
+    }
+    if (m.slot == slots_.size()) {
+        // The first bubble after an iteration boundary carries that iteration's jitter on
+        // both references: a wide match on the chain, but only to a slot this iteration has
+        // not filled yet (a new bubble kind next to a known one is a new slot).
+        m.slot = nearest(chain_phase, wide, true);
+        m.phase = m.slot == slots_.size() ? anchor_phase : chain_phase;
+    }
+    if (m.slot < slots_.size()) {
+        m.cycle = cycleOf(m.phase, slots_[m.slot]);
+    }
+    return m;
+}
 
-    // Nearest slot on the circle.
-    size_t best = slots_.size();
-    Nanos best_dist = tol + 1;
-    for (size_t i = 0; i < slots_.size(); ++i) {
-        const Nanos d = floorMod(phase - slots_[i].offset, period);
-        const Nanos dist = std::min(d, period - d);
-        if (dist < best_dist) {
-            best_dist = dist;
-            best = i;
+bool BubblePredictor::lengthFits(Nanos length_ns, const Slot& slot) {
+    // Loose on purpose: bubble lengths vary (a wait ends when a transfer does); this only
+    // keeps a long wait from joining a short one's slot, or the reverse, when a shifted
+    // pattern puts it there.
+    return length_ns < 0 || slot.count == 0 ||
+           std::llabs(length_ns - slot.duration) <= std::max(2 * slot.duration, 10 * kNsPerMs);
+}
+
+BubblePredictor::Match BubblePredictor::resync(const Interval& idle,
+                                               const PeriodEstimate& est) const {
+    const Nanos period = est.period_ns;
+    const Nanos narrow =
+        std::min(static_cast<Nanos>(config_.slot_tolerance * static_cast<double>(period)),
+                 config_.slot_tolerance_max_ns);
+    auto fits = [](const Interval& iv, const Slot& s) {
+        return std::llabs(iv.length() - s.duration) <= std::max(s.duration / 4, 2 * kNsPerMs);
+    };
+    Match best;
+    best.slot = slots_.size();
+    int best_score = 1;  // the interval itself plus at least one more
+    for (size_t j = 0; j < slots_.size(); ++j) {
+        const Slot& cand = slots_[j];
+        if (cand.count < static_cast<size_t>(config_.min_slot_samples) || !fits(idle, cand)) {
+            continue;
+        }
+        // Suppose the interval is slot j's bubble: then this iteration started at `begin`,
+        // and the other unmatched intervals of the last period should land on slots too.
+        const Nanos begin = idle.start_ns - cand.offset;
+        int score = 1;
+        for (size_t u = 0; u < unmatched_count_; ++u) {
+            const Interval& iv = unmatched_[u];
+            if (iv.start_ns >= idle.start_ns || idle.start_ns - iv.start_ns >= period) {
+                continue;
+            }
+            const Nanos phase = floorMod(iv.start_ns - begin, period);
+            for (const Slot& k : slots_) {
+                const Nanos d = floorMod(phase - k.offset, period);
+                if (std::min(d, period - d) <= narrow && fits(iv, k)) {
+                    ++score;
+                    break;
+                }
+            }
+        }
+        if (score > best_score) {
+            best_score = score;
+            best.slot = j;
+            best.phase = cand.offset;
+            best.cycle =
+                est.anchor_cycle + roundDiv(idle.start_ns - est.anchor_ns - cand.offset, period);
         }
     }
-    if (best == slots_.size()) {
+    return best;
+}
+
+void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
+    const Nanos period = est.period_ns;
+    Match m = match(idle.start_ns, idle.length(), est);
+    if (m.slot == slots_.size()) {
+        // Nothing near: the pattern may have shifted as a whole (a slow iteration moved every
+        // bubble after it). Find the shift under which this and the other recent unmatched
+        // intervals fall on known slots, with their lengths.
+        m = resync(idle, est);
+        if (m.slot == slots_.size()) {
+            unmatched_[unmatched_next_] = idle;
+            unmatched_next_ = (unmatched_next_ + 1) % unmatched_.size();
+            unmatched_count_ = std::min(unmatched_count_ + 1, unmatched_.size());
+            m.phase = floorMod(idle.start_ns - est.anchor_ns, period);
+        }
+    }
+    Nanos phase = m.phase;
+    size_t best = m.slot;
+    const bool created = best == slots_.size();
+    if (created) {
         if (slots_.size() >= static_cast<size_t>(config_.max_slots)) {
-            // Full: replace the slot seen longest ago, if it is no longer seen at all.
-            auto oldest = std::min_element(
-                slots_.begin(), slots_.end(),
-                [](const Slot& a, const Slot& b) { return a.last_cycle < b.last_cycle; });
-            if (oldest->last_cycle + config_.slot_history >= latest_cycle_) {
-                return;  // every slot is live; an extra bubble kind is ignored
-            }
-            slots_.erase(oldest);
-            best = slots_.size();
+            // Full: the new kind replaces the slot with the lowest hit rate (among equals,
+            // the one with fewer samples, then the oldest). Refusing it instead would let
+            // sporadic waits, or those of a warm-up, keep a bubble that recurs every
+            // iteration out for good.
+            auto weakest =
+                std::min_element(slots_.begin(), slots_.end(), [&](const Slot& a, const Slot& b) {
+                    const double ra = hitRate(a);
+                    const double rb = hitRate(b);
+                    if (ra != rb) {
+                        return ra < rb;
+                    }
+                    return a.count != b.count ? a.count < b.count : a.last_cycle < b.last_cycle;
+                });
+            slots_.erase(weakest);
         }
         Slot s;
         s.samples.resize(static_cast<size_t>(config_.slot_history));
@@ -195,6 +335,8 @@ void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
         best = slots_.size() - 1;
     }
     Slot& slot = slots_[best];
+    // A new slot's iteration comes from matching again, now that the slot exists.
+    const int64_t cycle = created ? match(idle.start_ns, idle.length(), est).cycle : m.cycle;
     // Unwrap the phase next to the slot offset (a bubble near the iteration boundary can fold
     // to either end of [0, P)).
     Nanos offset = phase;
@@ -203,8 +345,6 @@ void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
     } else if (slot.offset - offset > period / 2) {
         offset += period;
     }
-    const int64_t cycle =
-        est.anchor_cycle + roundDiv(idle.start_ns - est.anchor_ns - offset, period);
     const Sample sample{offset, idle.length(), cycle};
 
     const size_t cap = slot.samples.size();
@@ -226,6 +366,9 @@ void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
     slot.last_cycle = std::max(slot.last_cycle, cycle);
     refresh(slot);
     latest_cycle_ = std::max(latest_cycle_, cycle);
+    chain_valid_ = true;
+    chain_start_ns_ = idle.start_ns;
+    chain_offset_ = slot.offset;
 
     const Observation obs{idle.start_ns, slot.offset, cycle};
     if (observations_.size() < obsCapacity()) {
@@ -279,25 +422,38 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
         newest->start_ns + static_cast<Nanos>(std::llround(base_sum / std::max(base_n, 1)));
 
     const int64_t now_cycle = ref_cycle + floorDiv(now_ns - base, period);
+    Match open;
+    open.slot = slots_.size();
+    if (config_.confirm_open && open_start_ns_ > 0) {
+        open = match(open_start_ns_, -1, est);
+    }
     bool any_ready = false;
-    for (const Slot& s : slots_) {
-        // Hit rate over the recent iterations this slot could have appeared in.
-        const int64_t window =
-            std::min<int64_t>(config_.slot_history, latest_cycle_ - s.first_cycle + 1);
-        size_t hits = 0;
-        for (size_t i = 0; i < s.count; ++i) {
-            hits += s.samples[i].cycle > latest_cycle_ - config_.slot_history ? 1 : 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+        const Slot& s = slots_[i];
+        const double rate = hitRate(s);
+        if (s.count < static_cast<size_t>(config_.min_slot_samples)) {
+            continue;
         }
-        const double rate =
-            static_cast<double>(hits) / static_cast<double>(std::max<int64_t>(window, 1));
-        if (s.count < static_cast<size_t>(config_.min_slot_samples) ||
-            rate < config_.min_slot_rate) {
+        // A slot seen too rarely is not predicted ahead; but an interval open now in it is
+        // evidence enough for the window of that one iteration.
+        const bool frequent = rate >= config_.min_slot_rate;
+        if (!frequent && i != open.slot) {
             continue;
         }
         any_ready = true;
         const double confidence = std::clamp(est.confidence * std::min(rate, 1.0), 0.0, 1.0);
         for (int64_t c = now_cycle - 1; c < now_cycle + config_.horizon_iterations; ++c) {
-            const Nanos start = base + (c - ref_cycle) * period + s.offset;
+            Nanos start = base + (c - ref_cycle) * period + s.offset;
+            if (!frequent && c != open.cycle) {
+                continue;
+            }
+            if (config_.confirm_open) {
+                if (i == open.slot && c == open.cycle) {
+                    start = open_start_ns_;
+                } else if (start + config_.guard_ns <= now_ns) {
+                    continue;  // due, but its bubble has not begun: withdrawn until it does
+                }
+            }
             const Nanos w_start = start + config_.guard_ns;
             const Nanos w_end = start + s.duration - config_.guard_ns;
             if (w_end - w_start < config_.min_window_ns || w_end <= now_ns) {

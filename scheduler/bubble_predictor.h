@@ -23,6 +23,7 @@
 // not allocate once the slots exist; predict() writes into a caller-owned vector.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -41,17 +42,29 @@ struct BubblePredictorConfig {
     PeriodDetectorConfig detector = defaultBubbleDetectorConfig();
     Nanos guard_ns = 200 * kNsPerUs;  // each window shrinks by this at both ends
     int horizon_iterations = 2;       // K: windows of the current and next K-1 iterations
-    int max_slots = 16;               // bubble slots per iteration
+    int max_slots = 32;               // bubble slots per iteration
     int slot_history = 16;            // samples (iterations) kept per slot
     int min_slot_samples = 2;         // samples before a slot is predicted
     // Fraction of the last slot_history iterations a slot must appear in. With 20% of
     // intervals unobserved a real slot stays far above it; sporadic idles stay below.
     double min_slot_rate = 0.4;
-    double duration_quantile = 0.25;  // predicted duration = this quantile of samples
-    double stale_cycles = 1.5;        // no observation for this many periods: emit nothing
-    Nanos min_window_ns = 1;          // windows shorter than this (after guard) are dropped
-    Nanos min_idle_ns = 0;            // observed intervals shorter than this are ignored
-    size_t recent_intervals = 64;     // kept to rebuild slots when the period (re)locks
+    // An interval joins the slot whose offset is within min(slot_tolerance * P,
+    // slot_tolerance_max_ns) of its own (see match()); otherwise it opens a new slot. The cap
+    // keeps bubbles tens of ms apart separate at long periods (1F1B on a WAN: P ~ 1 s, waits
+    // 20 ms apart), where 5% of P would merge them.
+    double slot_tolerance = 0.05;
+    Nanos slot_tolerance_max_ns = 10 * kNsPerMs;
+    double duration_quantile = 0.25;
+    // A window goes into force only when its bubble is seen to begin: the caller reports the
+    // idle interval open now (noteOpen), a window whose slot it matches starts exactly there,
+    // and a window whose start has come without its interval opening is withdrawn (the GPU
+    // is still busy). Windows still ahead are published as predicted, for planning. Off: the
+    // windows stand as predicted (callers that cannot see an interval open).
+    bool confirm_open = false;     // predicted duration = this quantile of samples
+    double stale_cycles = 1.5;     // no observation for this many periods: emit nothing
+    Nanos min_window_ns = 1;       // windows shorter than this (after guard) are dropped
+    Nanos min_idle_ns = 0;         // observed intervals shorter than this are ignored
+    size_t recent_intervals = 64;  // kept to rebuild slots when the period (re)locks
 };
 
 Status validate(const BubblePredictorConfig& config);
@@ -86,6 +99,10 @@ class BubblePredictor {
     // Returns kOk or why nothing was emitted.
     PredictionStatus predict(Nanos now_ns, std::vector<PredictedWindow>* out) const;
 
+    // The idle interval that is open now began at start_ns (0: none is open). Used by
+    // predict() when config.confirm_open is set.
+    void noteOpen(Nanos start_ns) { open_start_ns_ = start_ns; }
+
     PeriodEstimate period(Nanos now_ns) const { return detector_.estimate(now_ns); }
     LossReason lossReason(Nanos now_ns) const { return detector_.estimate(now_ns).reason; }
     // Slots currently tracked (including ones not yet predicted).
@@ -114,8 +131,23 @@ class BubblePredictor {
     };
 
     void rebuild(const PeriodEstimate& est);
+    // The slot an interval starting at start_ns belongs to (slots_.size() when none), the
+    // phase it was matched on and its iteration. length_ns < 0: still open, length unknown.
+    // Pure.
+    struct Match {
+        size_t slot = 0;
+        Nanos phase = 0;
+        int64_t cycle = 0;
+    };
+    Match match(Nanos start_ns, Nanos length_ns, const PeriodEstimate& est) const;
+    static bool lengthFits(Nanos length_ns, const Slot& slot);
+    // For an interval match() placed nowhere: the slot it belongs to if the whole pattern
+    // shifted, judged with the recent unmatched intervals (slots_.size() when none fits).
+    Match resync(const Interval& idle, const PeriodEstimate& est) const;
     void assign(const Interval& idle, const PeriodEstimate& est);
     void refresh(Slot& slot);
+    // Fraction of the recent iterations (up to slot_history) the slot appeared in.
+    double hitRate(const Slot& slot) const;
     size_t obsCapacity() const { return 2 * static_cast<size_t>(config_.max_slots); }
 
     BubblePredictorConfig config_;
@@ -129,6 +161,15 @@ class BubblePredictor {
     int64_t latest_cycle_ = INT64_MIN / 2;  // newest iteration with an observation
     Nanos last_start_ns_ = 0;
     Nanos last_end_ns_ = 0;
+    // The previous interval's start and the offset of the slot it joined (the chain phase
+    // reference of assign()); invalid after a rebuild.
+    Nanos open_start_ns_ = 0;
+    std::array<Interval, 4> unmatched_{};  // ring: recent intervals no slot matched
+    size_t unmatched_next_ = 0;
+    size_t unmatched_count_ = 0;
+    bool chain_valid_ = false;
+    Nanos chain_start_ns_ = 0;
+    Nanos chain_offset_ = 0;
     bool have_observation_ = false;
     std::vector<Nanos> scratch_;
 };

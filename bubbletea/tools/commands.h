@@ -7,6 +7,7 @@ namespace atlas::bubbletea::tools {
 int cmdWatch(int argc, char** argv);
 int cmdRecord(int argc, char** argv);
 int cmdStats(int argc, char** argv);
+int cmdReplay(int argc, char** argv);
 int cmdSynth(int argc, char** argv);
 int cmdInfo(int argc, char** argv);
 int cmdDump(int argc, char** argv);

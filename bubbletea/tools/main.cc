@@ -19,6 +19,7 @@ constexpr const char* kUsage =
     "  watch    live per-GPU view: status, idle fraction, upcoming windows, accuracy\n"
     "  record   record channels to a Chrome/Perfetto trace and a JSON timeline\n"
     "  stats    bubble fraction per iteration and prediction coverage/precision\n"
+    "  replay   re-run the predictor over a recording with other settings, and score it\n"
     "  info     validate segments and print their headers\n"
     "  dump     copy a segment's raw bytes to a file\n"
     "  synth    write a synthetic periodic trace to a channel (demo / testing)\n";
@@ -41,6 +42,9 @@ int main(int argc, char** argv) {
     }
     if (command == "stats") {
         return cmdStats(argc, argv);
+    }
+    if (command == "replay") {
+        return cmdReplay(argc, argv);
     }
     if (command == "synth") {
         return cmdSynth(argc, argv);

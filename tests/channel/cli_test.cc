@@ -215,6 +215,20 @@ TEST_F(CliTest, RecordStatsWatchInfoAgainstSynthWriter) {
     ASSERT_EQ(report.at("channels").size(), 1u);
     expectGroundTruth(report.at("channels")[0], 30);
 
+    // replay: the plugin's predictor re-run over the recorded intervals. On this exact
+    // periodic trace its windows are the observed ones minus the 200 us guard at each end
+    // and the 1 ms publish tick a window waits for its interval to open.
+    RunResult replay = run({"replay", "--from", prefix + ".json", "--json", "--out",
+                            dir_ + "/replayed"});
+    ASSERT_EQ(replay.exit_code, 0) << replay.err;
+    const json replayed = json::parse(replay.out).at("channels")[0];
+    EXPECT_GE(replayed.at("coverage").get<double>(), 0.9) << replay.out;
+    EXPECT_GE(replayed.at("precision").get<double>(), 0.99) << replay.out;
+    EXPECT_EQ(json::parse(slurp(dir_ + "/replayed.json")).at("format"), "atlas-bubbles-timeline");
+    RunResult bad_tol = run({"replay", "--from", prefix + ".json", "--slot-tolerance", "2"});
+    EXPECT_EQ(bad_tol.exit_code, 2);
+    EXPECT_NE(bad_tol.err.find("slot-tolerance"), std::string::npos) << bad_tol.err;
+
     // Text form of the same report.
     RunResult text = run({"stats", "--from", prefix + ".json"});
     ASSERT_EQ(text.exit_code, 0) << text.err;
@@ -290,7 +304,7 @@ TEST_F(CliTest, ClearErrorsForBadFlagsAndBadSegments) {
     EXPECT_EQ(foreign_watch.exit_code, 1);
     EXPECT_NE(foreign_watch.err.find("foreign segment"), std::string::npos);
 
-    for (const char* cmd : {"watch", "record", "stats", "synth", "info", "dump"}) {
+    for (const char* cmd : {"watch", "record", "stats", "replay", "synth", "info", "dump"}) {
         RunResult help = run({cmd, "--help"});
         EXPECT_EQ(help.exit_code, 0) << cmd;
         EXPECT_NE(help.out.find("usage: atlas-bubbles " + std::string(cmd)), std::string::npos)

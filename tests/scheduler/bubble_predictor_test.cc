@@ -33,6 +33,8 @@ struct Live {
     std::vector<Poll> polls;
 };
 
+// With config.confirm_open the caller also reports the interval open at each poll, as the
+// plugin's recorder does.
 Live runLive(BubblePredictor& p, const std::vector<Interval>& observed, Nanos from, Nanos to) {
     Live live;
     size_t next = 0;
@@ -42,6 +44,8 @@ Live runLive(BubblePredictor& p, const std::vector<Interval>& observed, Nanos fr
             EXPECT_TRUE(p.observe(observed[next]).isOk());
             ++next;
         }
+        const bool open = next < observed.size() && observed[next].start_ns <= now;
+        p.noteOpen(open ? observed[next].start_ns : 0);
         const PredictionStatus st = p.predict(now, &out);
         live.polls.push_back({now, st, p.lossReason(now)});
         if (st != PredictionStatus::kOk) {
@@ -221,6 +225,84 @@ TEST(BubblePredictorTest, RelearnsAfterAPeriodChange) {
     EXPECT_NEAR(static_cast<double>(p.period(t2.end_ns).period_ns), 130e6, 130e6 * 0.02);
 }
 
+// A 1F1B middle stage on a WAN (the shape atlas-pipeline-bench records): P = 1 s, a long
+// bubble 20 ms after two 1 ms waits. A slot window of 5% of P (50 ms) would fold them into one
+// slot; the 10 ms cap keeps all eight apart. Observed intervals carry no iteration jitter
+// beyond 1% because compute, not the period, sets the offsets.
+TEST(BubblePredictorTest, KeepsBubblesTensOfMsApartAtLongPeriods) {
+    PatternSpec spec;
+    spec.period_ns = kNsPerSec;
+    spec.offsets = {0.0, 0.083, 0.105, 0.126, 0.44, 0.462, 0.503, 0.66};
+    spec.lengths = {0.063, 0.001, 0.001, 0.27, 0.001, 0.001, 0.116, 0.116};
+    spec.iteration_jitter = 0.005;
+    spec.event_jitter = 0.002;
+    for (bool confirm : {false, true}) {
+        for (uint64_t seed = 1; seed <= 3; ++seed) {
+            SCOPED_TRACE(::testing::Message() << "seed " << seed << " confirm_open " << confirm);
+            Rng rng(seed);
+            Trace t = generate(spec, 60, kNsPerSec, rng);
+            BubblePredictorConfig cfg;
+            cfg.confirm_open = confirm;
+            BubblePredictor p(cfg);
+            Live live = runLive(p, t.observed, kNsPerSec, t.end_ns);
+            const Nanos warm = kNsPerSec + 20 * spec.period_ns;
+            const Accuracy a = measureAccuracy(t.truth, live.predicted, {warm, t.end_ns});
+            EXPECT_GE(a.coverage, 0.9);
+            EXPECT_GE(a.precision, confirm ? 0.99 : 0.95);
+            EXPECT_EQ(p.slotCount(), 8u);
+        }
+    }
+    // The reason for the cap: without it the close bubbles share slots.
+    Rng rng(1);
+    Trace t = generate(spec, 60, kNsPerSec, rng);
+    BubblePredictorConfig uncapped;
+    uncapped.slot_tolerance_max_ns = spec.period_ns;
+    BubblePredictor p(uncapped);
+    (void)runLive(p, t.observed, kNsPerSec, t.end_ns);
+    EXPECT_LT(p.slotCount(), 8u);
+}
+
+// confirm_open: a window whose start has come is in force only once its interval opens, and
+// then it starts where the interval did.
+TEST(BubblePredictorTest, ConfirmOpenWithdrawsDueWindowsAndStartsAtTheOpen) {
+    BubblePredictorConfig cfg;
+    cfg.guard_ns = 1 * kNsPerMs;
+    cfg.confirm_open = true;
+    BubblePredictor p(cfg);
+    // One 20 ms bubble at 50 ms into every 100 ms iteration.
+    Nanos it0 = 0;
+    for (int i = 0; i < 40; ++i) {
+        it0 = kNsPerSec + i * kP;
+        ASSERT_TRUE(p.observe({it0 + 50 * kNsPerMs, it0 + 70 * kNsPerMs}).isOk());
+    }
+    const Nanos next = it0 + kP;  // the next iteration's start
+    std::vector<PredictedWindow> out;
+    auto windowOf = [&](Nanos t) -> const PredictedWindow* {
+        for (const auto& w : out) {
+            if (w.start_ns <= t && t < w.end_ns + 5 * kNsPerMs) {
+                return &w;
+            }
+        }
+        return nullptr;
+    };
+    // Ahead of it: predicted as usual.
+    ASSERT_EQ(p.predict(next + 10 * kNsPerMs, &out), PredictionStatus::kOk);
+    const PredictedWindow* w = windowOf(next + 55 * kNsPerMs);
+    ASSERT_NE(w, nullptr);
+    EXPECT_NEAR(static_cast<double>(w->start_ns), static_cast<double>(next + 51 * kNsPerMs),
+                static_cast<double>(kNsPerMs));
+    // Due, but the GPU is still busy (nothing open): withdrawn.
+    ASSERT_EQ(p.predict(next + 53 * kNsPerMs, &out), PredictionStatus::kOk);
+    EXPECT_EQ(windowOf(next + 55 * kNsPerMs), nullptr);
+    // The wait began 4 ms late: the window starts there, and keeps the slot's length.
+    p.noteOpen(next + 54 * kNsPerMs);
+    ASSERT_EQ(p.predict(next + 55 * kNsPerMs, &out), PredictionStatus::kOk);
+    w = windowOf(next + 60 * kNsPerMs);
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->start_ns, next + 55 * kNsPerMs);
+    EXPECT_EQ(w->end_ns, next + 73 * kNsPerMs);
+}
+
 TEST(BubblePredictorTest, RejectsMalformedIntervals) {
     BubblePredictor p;
     EXPECT_EQ(p.observe({100, 50}).code(), Code::kInvalidArgument);
@@ -239,6 +321,12 @@ TEST(BubblePredictorTest, ValidatesConfig) {
     EXPECT_EQ(validate(c).code(), Code::kInvalidArgument);
     c = {};
     c.detector.tolerance = 0.5;
+    EXPECT_EQ(validate(c).code(), Code::kInvalidArgument);
+    c = {};
+    c.slot_tolerance = 0.0;
+    EXPECT_EQ(validate(c).code(), Code::kInvalidArgument);
+    c = {};
+    c.slot_tolerance_max_ns = 0;
     EXPECT_EQ(validate(c).code(), Code::kInvalidArgument);
 }
 
