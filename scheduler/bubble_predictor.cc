@@ -22,6 +22,7 @@ Nanos floorMod(Nanos a, Nanos b) {
 
 // "No iteration seen yet"; far from overflow when slot_history is added or subtracted.
 constexpr int64_t kNoCycle = INT64_MIN / 2;
+constexpr uint64_t kNoEpoch = ~0ull;
 
 // Rounds a/b to the nearest integer (b > 0).
 int64_t roundDiv(Nanos a, Nanos b) {
@@ -109,7 +110,15 @@ Status BubblePredictor::observe(const Interval& idle) {
     recent_next_ = (recent_next_ + 1) % config_.recent_intervals;
 
     ATLAS_RETURN_IF_ERROR(detector_.addEvent(idle.start_ns));
-    const PeriodEstimate est = detector_.estimate(idle.start_ns);
+    PeriodEstimate est = detector_.estimate(idle.start_ns);
+    if (est.locked() && idle.length() > est.period_ns) {
+        // A wait longer than the period is impossible when every iteration also computes:
+        // the lock is on a sub-period (the spacing of a burst of small waits, which repeats
+        // more often than the iteration). Search again above this length, on the recent
+        // intervals. The floor stays while the detector lives.
+        relearnAbove(idle.length() + idle.length() / 8);
+        est = detector_.estimate(idle.start_ns);
+    }
     if (!est.locked()) {
         slots_.clear();
         observations_.clear();
@@ -124,6 +133,22 @@ Status BubblePredictor::observe(const Interval& idle) {
         assign(idle, est);
     }
     return Status::ok();
+}
+
+void BubblePredictor::relearnAbove(Nanos min_period_ns) {
+    PeriodDetectorConfig dc = detector_.config();
+    dc.min_period_ns = std::min(std::max(dc.min_period_ns, min_period_ns), dc.max_period_ns);
+    detector_ = PeriodDetector(dc);
+    const size_t n = recent_.size();
+    const size_t first = n < config_.recent_intervals ? 0 : recent_next_;
+    for (size_t k = 0; k < n; ++k) {
+        (void)detector_.addEvent(recent_[(first + k) % n].start_ns);  // in time order
+    }
+    slots_.clear();
+    observations_.clear();
+    chain_valid_ = false;
+    unmatched_count_ = 0;
+    slots_epoch_ = kNoEpoch;  // the new detector's epochs restart: rebuild on its lock
 }
 
 void BubblePredictor::rebuild(const PeriodEstimate& est) {

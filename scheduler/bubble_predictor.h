@@ -131,6 +131,9 @@ class BubblePredictor {
     };
 
     void rebuild(const PeriodEstimate& est);
+    // Replaces the detector by one searching only periods >= min_period_ns, fed the recent
+    // interval starts, and drops the slots.
+    void relearnAbove(Nanos min_period_ns);
     // The slot an interval starting at start_ns belongs to (slots_.size() when none), the
     // phase it was matched on and its iteration. length_ns < 0: still open, length unknown.
     // Pure.

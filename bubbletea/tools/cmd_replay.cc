@@ -36,16 +36,18 @@ std::vector<FlagSpec> replayFlags() {
     };
 }
 
-// Replays one channel: its observed intervals through a fresh predictor, returning the
-// prediction sets the publisher would have published.
-std::vector<RecordedSet> replaySets(const ChannelTimeline& c,
-                                    const sched::BubblePredictorConfig& pc, Nanos tick_ns) {
-    std::vector<RecordedSet> sets;
+// Replays one channel: its observed intervals through a fresh predictor. Replaces the
+// prediction sets with those the publisher would have published, and the observed intervals'
+// iteration numbers with the ones it would have given them (the recorded ones come from the
+// recorded run's detector, and stats delimits iterations with them).
+void replayChannel(ChannelTimeline& c, const sched::BubblePredictorConfig& pc, Nanos tick_ns) {
+    std::vector<RecordedSet>& sets = c.sets;
+    sets.clear();
     if (c.observed.empty()) {
-        return sets;
+        return;
     }
     // The publisher learns of an interval when it ends; feed them in end order, as it would.
-    std::vector<channel::IdleInterval> byEnd = c.observed;
+    std::vector<channel::IdleInterval>& byEnd = c.observed;
     std::stable_sort(byEnd.begin(), byEnd.end(),
                      [](const auto& a, const auto& b) { return a.end_ns < b.end_ns; });
     sched::BubblePredictor predictor(pc);
@@ -57,6 +59,11 @@ std::vector<RecordedSet> replaySets(const ChannelTimeline& c,
     uint64_t set_id = 0;
     for (Nanos now = from; now <= to + tick_ns; now += tick_ns) {
         for (; next < byEnd.size() && byEnd[next].end_ns <= now; ++next) {
+            const auto est = predictor.period(byEnd[next].start_ns);
+            byEnd[next].iteration =
+                est.locked()
+                    ? static_cast<uint64_t>(std::max<int64_t>(0, est.cycleOf(byEnd[next].start_ns)))
+                    : channel::kUnknownIteration;
             (void)predictor.observe({byEnd[next].start_ns, byEnd[next].end_ns});
         }
         // The plugin's recorder knows the interval that is open now; here it is the one
@@ -91,7 +98,6 @@ std::vector<RecordedSet> replaySets(const ChannelTimeline& c,
             last = std::move(windows);
         }
     }
-    return sets;
 }
 
 }  // namespace
@@ -156,7 +162,7 @@ int cmdReplay(int argc, char** argv) {
     nlohmann::json reports = nlohmann::json::array();
     Timeline replayed = timeline.value();
     for (ChannelTimeline& c : replayed.channels) {
-        c.sets = replaySets(c, pc, tick.value() * kNsPerUs);
+        replayChannel(c, pc, tick.value() * kNsPerUs);
         const ChannelReport r = analyzeChannel(c, replayed.to_ns);
         if (a.has("json")) {
             reports.push_back(reportToJson(r));
