@@ -256,7 +256,10 @@ void Worker::run() {
             continue;
         }
 
-        const Decision d = scheduler_.next(now, plan);
+        // Decide on a fresh clock: polling the windows, sweeping the KV store and taking the
+        // lock all take time (much of it under CPU contention), and a chunk judged to fit at
+        // the earlier `now` may no longer fit.
+        const Decision d = scheduler_.next(clock_.nowNs(), plan);
         if (d.kind == Decision::Kind::kExpire) {
             auto js = takeJobLocked(d.expired);
             lock.unlock();
