@@ -229,13 +229,14 @@ void BubblePublisher::step() {
     std::vector<channel::PredictedWindow> next;
     next.reserve(predicted_.size());
     for (const auto& p : predicted_) {
-        next.push_back({p.start_ns, p.end_ns, toPpm(p.confidence),
-                        static_cast<uint64_t>(std::max<int64_t>(0, p.iteration)),
-                        channel::WindowSource::kPredictor});
+        next.push_back(
+            {p.start_ns, p.end_ns, toPpm(p.confidence),
+             static_cast<uint64_t>(std::max<int64_t>(0, p.iteration)),
+             p.open ? channel::WindowSource::kPredictorOpen : channel::WindowSource::kPredictor});
     }
     auto same = [](const channel::PredictedWindow& a, const channel::PredictedWindow& b) {
         return a.start_ns == b.start_ns && a.end_ns == b.end_ns &&
-               a.confidence_ppm == b.confidence_ppm;
+               a.confidence_ppm == b.confidence_ppm && a.source == b.source;
     };
     if (next.size() != published_.size() ||
         !std::equal(next.begin(), next.end(), published_.begin(), same)) {

@@ -472,9 +472,11 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
             if (!frequent && c != open.cycle) {
                 continue;
             }
+            bool is_open = false;
             if (config_.confirm_open) {
                 if (i == open.slot && c == open.cycle) {
                     start = open_start_ns_;
+                    is_open = true;
                 } else if (start + config_.guard_ns <= now_ns) {
                     continue;  // due, but its bubble has not begun: withdrawn until it does
                 }
@@ -484,7 +486,7 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
             if (w_end - w_start < config_.min_window_ns || w_end <= now_ns) {
                 continue;
             }
-            out->push_back({w_start, w_end, confidence, c});
+            out->push_back({w_start, w_end, confidence, c, is_open});
         }
     }
     if (!any_ready) {

@@ -74,6 +74,9 @@ struct PredictedWindow {
     Nanos end_ns = 0;
     double confidence = 0.0;  // in [0, 1]
     int64_t iteration = 0;    // absolute iteration number (PeriodEstimate numbering)
+    // confirm_open only: its idle interval has begun (start observed, end predicted). A
+    // consumer starts work only in such windows; the others are a plan.
+    bool open = false;
 };
 
 enum class PredictionStatus : uint8_t {

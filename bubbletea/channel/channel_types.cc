@@ -53,6 +53,8 @@ const char* sourceName(WindowSource source) {
             return "predictor";
         case WindowSource::kArbiterPlan:
             return "arbiter-plan";
+        case WindowSource::kPredictorOpen:
+            return "predictor-open";
     }
     return "unknown";
 }

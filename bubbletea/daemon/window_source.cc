@@ -83,6 +83,7 @@ class ChannelSource final : public WindowSource {
                            options_.name.c_str());
             reader_.emplace(std::move(r.value()));
             ++reconnects_;
+            confirms_ = false;
         } else if (now_ns >= next_check_ns_) {
             next_check_ns_ = now_ns + options_.reopen_interval_ns;
             auto outcome = reader_->refresh();
@@ -93,6 +94,7 @@ class ChannelSource final : public WindowSource {
                         break;
                     case channel::RefreshOutcome::kRestarted:
                         ++reconnects_;
+                        confirms_ = false;  // a new writer: learn again whether it confirms
                         break;
                     case channel::RefreshOutcome::kGone:
                         reader_.reset();
@@ -130,7 +132,15 @@ class ChannelSource final : public WindowSource {
         plan.version = (set.value().generation << 40) ^ set.value().set_id ^
                        (static_cast<uint64_t>(reconnects_) << 56);
         for (const auto& w : set.value().windows) {
-            if (w.end_ns > now_ns && w.end_ns > w.start_ns &&
+            confirms_ |= w.source == channel::WindowSource::kPredictorOpen;
+        }
+        for (const auto& w : set.value().windows) {
+            // A writer that confirms windows (it has published a kPredictorOpen one) withdraws
+            // a due window whose wait has not begun, but a poll can see it in the tick before
+            // that: a due, unconfirmed window is not started in. Ones still ahead stay (plans).
+            const bool unconfirmed =
+                confirms_ && w.source == channel::WindowSource::kPredictor && w.start_ns <= now_ns;
+            if (w.end_ns > now_ns && w.end_ns > w.start_ns && !unconfirmed &&
                 w.confidence_ppm >= options_.min_confidence_ppm) {
                 plan.windows.push_back({w.start_ns, w.end_ns});
             }
@@ -160,6 +170,7 @@ class ChannelSource final : public WindowSource {
     std::optional<channel::ChannelReader> reader_;
     Nanos next_check_ns_ = 0;
     bool writer_gone_ = false;
+    bool confirms_ = false;  // the writer publishes kPredictorOpen windows (sticky)
     uint32_t reconnects_ = 0;
     std::string note_ = "channel not opened yet";
 };

@@ -25,6 +25,9 @@ std::vector<FlagSpec> replayFlags() {
         {"slot-tolerance-max-us", true, "US",
          "upper bound of the slot match window (default: the predictor's)"},
         {"min-idle-us", true, "US", "ignore idle intervals shorter than this (default 0)"},
+        {"duration-quantile", true, "Q",
+         "predicted length = this quantile of a slot's recent lengths (default: the "
+         "predictor's)"},
         {"no-confirm-open", false, "",
          "windows stand as predicted (default: in force once their interval opens, as the "
          "plugin does)"},
@@ -82,10 +85,11 @@ void replayChannel(ChannelTimeline& c, const sched::BubblePredictorConfig& pc, N
         for (const auto& p : predicted) {
             windows.push_back({p.start_ns, p.end_ns, static_cast<uint32_t>(p.confidence * 1e6),
                                static_cast<uint64_t>(std::max<int64_t>(0, p.iteration)),
-                               channel::WindowSource::kPredictor});
+                               p.open ? channel::WindowSource::kPredictorOpen
+                                      : channel::WindowSource::kPredictor});
         }
         auto same = [](const channel::PredictedWindow& a, const channel::PredictedWindow& b) {
-            return a.start_ns == b.start_ns && a.end_ns == b.end_ns;
+            return a.start_ns == b.start_ns && a.end_ns == b.end_ns && a.source == b.source;
         };
         if (windows.size() != last.size() ||
             !std::equal(windows.begin(), windows.end(), last.begin(), same)) {
@@ -132,9 +136,10 @@ int cmdReplay(int argc, char** argv) {
     const auto tol_max =
         a.getInt("slot-tolerance-max-us", pc.slot_tolerance_max_ns / kNsPerUs, 1, 3600LL * 1000000);
     const auto min_idle = a.getInt("min-idle-us", 0, 0, 3600LL * 1000000);
+    const auto quantile = a.getDouble("duration-quantile", pc.duration_quantile, 0.0, 1.0);
     const auto tick = a.getInt("publish-us", 1000, 10, 1000000);
-    for (const Status& s :
-         {guard.status(), tol.status(), tol_max.status(), min_idle.status(), tick.status()}) {
+    for (const Status& s : {guard.status(), tol.status(), tol_max.status(), min_idle.status(),
+                            tick.status(), quantile.status()}) {
         if (!s.isOk()) {
             return usageError("replay", s);
         }
@@ -143,6 +148,7 @@ int cmdReplay(int argc, char** argv) {
     pc.slot_tolerance = tol.value();
     pc.slot_tolerance_max_ns = tol_max.value() * kNsPerUs;
     pc.min_idle_ns = min_idle.value() * kNsPerUs;
+    pc.duration_quantile = quantile.value();
     pc.confirm_open = !a.has("no-confirm-open");
     if (Status v = sched::validate(pc); !v.isOk()) {
         return usageError("replay", v);

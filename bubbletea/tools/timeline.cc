@@ -41,9 +41,10 @@ PredictedWindow windowFrom(const json& j) {
     w.end_ns = j.at("end_ns").get<Nanos>();
     w.confidence_ppm = channel::toPpm(j.at("confidence").get<double>());
     w.iteration = iterationFrom(j.at("iteration"));
-    w.source = j.value("source", std::string("predictor")) == "arbiter-plan"
-                   ? channel::WindowSource::kArbiterPlan
-                   : channel::WindowSource::kPredictor;
+    const std::string source = j.value("source", std::string("predictor"));
+    w.source = source == "arbiter-plan"     ? channel::WindowSource::kArbiterPlan
+               : source == "predictor-open" ? channel::WindowSource::kPredictorOpen
+                                            : channel::WindowSource::kPredictor;
     return w;
 }
 

@@ -127,6 +127,11 @@ enum class StatusReason : uint32_t {
 enum class WindowSource : uint16_t {
     kPredictor = 1,    // the plugin's bubble predictor
     kArbiterPlan = 2,  // derived from the WAN arbiter's periodic slot plan
+    // A predictor window whose idle interval has begun: its start is observed, its end
+    // predicted. A writer that publishes these withdraws a kPredictor window once its start
+    // has come without the wait beginning; readers start work only in kPredictorOpen windows
+    // of such a writer (docs/bubble-channel.md, "Window sources").
+    kPredictorOpen = 3,
 };
 
 // Offset 0. Lines 0-1 are the identity (plain fields, written once before magic is

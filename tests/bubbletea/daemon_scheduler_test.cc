@@ -8,6 +8,10 @@
 #include "bubbletea/daemon/prefill_scheduler.h"
 #include "bubbletea/daemon/window_source.h"
 
+#include <unistd.h>
+
+#include "bubbletea/channel/channel_writer.h"
+
 namespace atlas::bubbletea {
 namespace {
 
@@ -545,6 +549,52 @@ TEST(DaemonWindowSource, AlwaysOpen) {
     ASSERT_EQ(p.windows.size(), 1u);
     EXPECT_LE(p.windows[0].start_ns, 5 * kNsPerSec);
     EXPECT_EQ(p.windows[0].end_ns, kForeverNs);
+}
+
+// A writer that confirms windows (the plugin: kPredictorOpen once the wait begins) withdraws a
+// due window whose wait has not begun, one publish tick later; the daemon must not start work
+// in it during that tick. A writer that never confirms (synth, an arbiter plan) is taken as
+// published.
+TEST(DaemonWindowSource, ChannelStartsOnlyInConfirmedWindowsOfAConfirmingWriter) {
+    const std::string name = "/atlas-bubbles-confirm-test-" + std::to_string(::getpid());
+    auto writer = channel::ChannelWriter::create(name, {}, {});
+    ASSERT_TRUE(writer.isOk()) << writer.status().toString();
+    writer.value().setStatus(channel::PredictorState::kPredicting, channel::StatusReason::kNone);
+    const Nanos now = monotonicNowNs();
+    auto window = [&](Nanos start_ms, Nanos end_ms, channel::WindowSource source) {
+        channel::PredictedWindow w;
+        w.start_ns = now + start_ms * kMs;
+        w.end_ns = now + end_ms * kMs;
+        w.confidence_ppm = 900000;
+        w.source = source;
+        return w;
+    };
+    using channel::WindowSource;
+    std::vector<channel::PredictedWindow> plain = {window(-5, 10, WindowSource::kPredictor),
+                                                   window(30, 40, WindowSource::kPredictor)};
+    writer.value().publishPredictions(plain);
+    ChannelSourceOptions opts;
+    opts.name = name;
+    auto src = makeChannelSource(opts);
+    WindowPlan p = src->poll(now);
+    ASSERT_FALSE(p.withdrawn) << p.note;
+    ASSERT_EQ(p.windows.size(), 2u) << "a writer that never confirms: windows as published";
+
+    std::vector<channel::PredictedWindow> confirming = {
+        window(-5, 10, WindowSource::kPredictorOpen), window(12, 14, WindowSource::kPredictor),
+        window(-2, 20, WindowSource::kPredictor), window(30, 40, WindowSource::kPredictor)};
+    writer.value().publishPredictions(confirming);
+    p = src->poll(now);
+    // The open one and the one ahead; not the due, unconfirmed one (merged with nothing).
+    ASSERT_EQ(p.windows.size(), 3u);
+    EXPECT_EQ(p.windows[0], (Window{now - 5 * kMs, now + 10 * kMs}));
+    EXPECT_EQ(p.windows[1], (Window{now + 12 * kMs, now + 14 * kMs}));
+    EXPECT_EQ(p.windows[2], (Window{now + 30 * kMs, now + 40 * kMs}));
+    // Once its start has come, the window ahead is not started in either until confirmed.
+    p = src->poll(now + 13 * kMs);
+    for (const Window& w : p.windows) {
+        EXPECT_NE(w.start_ns, now + 12 * kMs);
+    }
 }
 
 }  // namespace

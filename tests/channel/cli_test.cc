@@ -218,8 +218,8 @@ TEST_F(CliTest, RecordStatsWatchInfoAgainstSynthWriter) {
     // replay: the plugin's predictor re-run over the recorded intervals. On this exact
     // periodic trace its windows are the observed ones minus the 200 us guard at each end
     // and the 1 ms publish tick a window waits for its interval to open.
-    RunResult replay = run({"replay", "--from", prefix + ".json", "--json", "--out",
-                            dir_ + "/replayed"});
+    RunResult replay =
+        run({"replay", "--from", prefix + ".json", "--json", "--out", dir_ + "/replayed"});
     ASSERT_EQ(replay.exit_code, 0) << replay.err;
     const json replayed = json::parse(replay.out).at("channels")[0];
     EXPECT_GE(replayed.at("coverage").get<double>(), 0.9) << replay.out;
