@@ -404,6 +404,18 @@ const std::vector<Flag>& flags() {
          "without overruns, the guard band's excess over its minimum halves this often",
          msSetter("guard-half-life-ms", &DaemonConfig::guard_half_life_ns, 1, 3.6e6),
          msGetter(&DaemonConfig::guard_half_life_ns)},
+        {"error-margin", "K",
+         "a chunk must fit with its predicted time stretched by K x the cost model's recent "
+         "relative error (0: predicted time only)",
+         [](const std::string& v, DaemonConfig* c) -> Status {
+             auto x = parseDouble("error-margin", v, 0, 20);
+             if (!x.isOk()) {
+                 return x.status();
+             }
+             c->error_margin = x.value();
+             return Status::ok();
+         },
+         [](const DaemonConfig& c) { return std::to_string(c.error_margin); }},
         {"profile-tokens", "LIST", "chunk sizes timed at start-up to fit the cost model",
          [](const std::string& v, DaemonConfig* c) -> Status {
              auto x = parseIntList("profile-tokens", v, 1, 1 << 20);

@@ -70,6 +70,7 @@ struct DaemonConfig {
     Nanos guard_ns = 300 * kNsPerUs;
     Nanos max_guard_ns = 50 * kNsPerMs;
     Nanos guard_half_life_ns = 10 * kNsPerSec;
+    double error_margin = 2.0;
     std::vector<int64_t> profile_tokens = {16, 64, 256};
     std::vector<int64_t> profile_contexts = {0, 512};
     Nanos profile_budget_ns = 20 * kNsPerSec;

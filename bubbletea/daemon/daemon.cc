@@ -529,6 +529,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config, Logge
     wc.scheduler.guard_ns = config.guard_ns;
     wc.scheduler.max_guard_ns = config.max_guard_ns;
     wc.scheduler.guard_half_life_ns = config.guard_half_life_ns;
+    wc.scheduler.error_margin = config.error_margin;
     wc.poll_ns = config.poll_ns;
     wc.kv_dtype = config.kv_dtype;
     wc.kv_checksum = config.kv_checksum;

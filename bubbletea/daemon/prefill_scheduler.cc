@@ -56,6 +56,10 @@ class WindowWalker {
     Window cur_;
 };
 
+// Caps the error a chunk budget is stretched for: a model that is off by more than this is
+// being recalibrated, and shrinking every chunk to nothing meanwhile would stop prefill.
+constexpr double kMaxRelativeError = 0.5;
+
 std::string msString(Nanos ns) {
     char buf[48];
     std::snprintf(buf, sizeof(buf), "%.1f ms", static_cast<double>(ns) / 1e6);
@@ -136,12 +140,14 @@ PrefillScheduler::SimResult PrefillScheduler::simulate(const std::vector<Entry>&
             cursor = std::max(cursor, w->start_ns);
             const int64_t need = std::min(config_.min_chunk_tokens, remaining);
             const int64_t t = model_.largestFitting(
-                context, std::min(remaining, config_.max_chunk_tokens), usable_end - cursor);
+                context, std::min(remaining, config_.max_chunk_tokens),
+                static_cast<Nanos>(static_cast<double>(usable_end - cursor) / stretch()));
             if (t < need) {
                 walker.advance();
                 continue;
             }
-            cursor += model_.predict(t, context);
+            cursor +=
+                static_cast<Nanos>(static_cast<double>(model_.predict(t, context)) * stretch());
             remaining -= t;
             context += t;
         }
@@ -253,7 +259,8 @@ Decision PrefillScheduler::next(Nanos now_ns, const WindowPlan& plan) {
     }
     const int64_t remaining = head.total_tokens - head.done_tokens;
     const int64_t need = std::min(config_.min_chunk_tokens, remaining);
-    const Nanos budget = w->end_ns - guard_ns_ - now_ns;
+    const auto budget =
+        static_cast<Nanos>(static_cast<double>(w->end_ns - guard_ns_ - now_ns) / stretch());
     const int64_t t = model_.largestFitting(head.done_tokens,
                                             std::min(remaining, config_.max_chunk_tokens), budget);
     if (t < need || t <= 0) {
@@ -270,6 +277,10 @@ Decision PrefillScheduler::next(Nanos now_ns, const WindowPlan& plan) {
     d.chunk.predicted_ns = model_.predict(t, head.done_tokens);
     d.chunk.window = *w;
     return d;
+}
+
+double PrefillScheduler::stretch() const {
+    return 1.0 + config_.error_margin * std::min(model_.relativeErrorEwma(), kMaxRelativeError);
 }
 
 void PrefillScheduler::chunkDone(const ChunkOutcome& outcome) {

@@ -48,6 +48,11 @@ struct SchedulerConfig {
     Nanos max_guard_ns = 50 * kNsPerMs;
     Nanos guard_step_ns = kNsPerMs;  // largest rise per overrun while the guard is below it
     Nanos guard_half_life_ns = 10 * kNsPerSec;  // decay of the guard band's excess
+    // A chunk must fit with its predicted time stretched by this many times the cost model's
+    // recent relative error: the guard band is absolute, but timing noise (a contended core,
+    // a cold cache) grows with the chunk, and a large chunk in a large window overruns by more
+    // than any fixed band that small windows can afford.
+    double error_margin = 2.0;
     // The admission simulation never looks further ahead than this.
     Nanos plan_horizon_ns = 120 * kNsPerSec;
 };
@@ -138,6 +143,8 @@ class PrefillScheduler {
     Nanos predictedDrainNs(Nanos now_ns, const WindowPlan& plan) const;
 
   private:
+    // Factor on predicted chunk times: 1 + error_margin x the model's recent relative error.
+    double stretch() const;
     struct Entry {
         RequestId id;
         Nanos deadline_ns;

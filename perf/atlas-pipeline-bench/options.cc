@@ -35,6 +35,9 @@ usage: atlas-pipeline-bench [options]
                          loads, e.g. ATLAS_SHARING=temporal, ATLAS_ARBITER=host:port
       --stage-env S:K=V  only for stage S (repeatable)
       --pipeline-env D:K=V  only for pipeline D (repeatable)
+      --stage-cpus S:LIST  pin stage S's compute thread (of every pipeline) to these CPUs, e.g.
+                         0:0 or 1:2-3,6 (repeatable; the plugin's threads stay unpinned, as
+                         NCCL's run on host cores); to share a core on purpose
       --compute MODE     spin | yield | sleep (default spin: the CPU is really used)
       --recv-post WHEN   ahead | needed (default ahead): post an iteration's receives at its
                          start, or each right before the compute that consumes it (as
@@ -110,6 +113,28 @@ const char* computeName(Compute c) {
             return "sleep";
     }
     return "?";
+}
+
+Result<std::vector<int>> parseCpuList(const std::string& flag, const std::string& text) {
+    std::vector<int> cpus;
+    std::stringstream ss(text);
+    std::string item;
+    auto fail = [&] { return bad(flag + ": '" + text + "' is not a CPU list such as 0-2,5"); };
+    while (std::getline(ss, item, ',')) {
+        const size_t dash = item.find('-');
+        auto lo = parseInt(flag, item.substr(0, dash), 0, 4095);
+        auto hi = dash == std::string::npos ? lo : parseInt(flag, item.substr(dash + 1), 0, 4095);
+        if (!lo || !hi || hi.value() < lo.value()) {
+            return fail();
+        }
+        for (int64_t cpu = lo.value(); cpu <= hi.value(); ++cpu) {
+            cpus.push_back(static_cast<int>(cpu));
+        }
+    }
+    if (cpus.empty() || text.back() == ',') {
+        return fail();
+    }
+    return cpus;
 }
 
 const char* recvPostName(RecvPost r) {
@@ -284,6 +309,21 @@ Result<BenchConfig> parseArgs(const std::vector<std::string>& args) {
             ATLAS_RETURN_IF_ERROR(parseKeyValue(a, v.substr(colon + 1), &e));
             (a == "--stage-env" ? e.stage : e.pipeline) = static_cast<int>(n.value());
             c.env.push_back(e);
+        } else if (a == "--stage-cpus") {
+            ATLAS_RETURN_IF_ERROR(value());
+            const size_t colon = v.find(':');
+            if (colon == std::string::npos) {
+                return bad(a + "='" + v + "': expected STAGE:CPU-LIST");
+            }
+            auto n = parseInt(a, v.substr(0, colon), 0, 63);
+            if (!n) {
+                return n.status();
+            }
+            auto cpus = parseCpuList(a, v.substr(colon + 1));
+            if (!cpus) {
+                return cpus.status();
+            }
+            c.stage_cpus.push_back({static_cast<int>(n.value()), cpus.value()});
         } else if (a == "--compute") {
             ATLAS_RETURN_IF_ERROR(value());
             if (v == "spin") {
@@ -338,6 +378,12 @@ Result<BenchConfig> parseArgs(const std::vector<std::string>& args) {
                            std::to_string(c.stages));
             }
             c.stage_costs[static_cast<size_t>(s)] = cost;
+        }
+    }
+    for (const StageCpus& sc : c.stage_cpus) {
+        if (sc.stage >= c.stages) {
+            return bad("--stage-cpus names stage " + std::to_string(sc.stage) +
+                       " but --stages is " + std::to_string(c.stages));
         }
     }
     for (const EnvSetting& e : c.env) {

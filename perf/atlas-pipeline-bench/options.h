@@ -40,6 +40,15 @@ struct EnvSetting {
     std::string value;
 };
 
+// CPUs one stage process is pinned to (sched_setaffinity), for every pipeline.
+struct StageCpus {
+    int stage = 0;
+    std::vector<int> cpus;
+};
+
+// "0-2,5" -> {0, 1, 2, 5}. Errors name the flag.
+Result<std::vector<int>> parseCpuList(const std::string& flag, const std::string& text);
+
 struct BenchConfig {
     int pipelines = 4;     // D: data-parallel replicas, one pipeline each
     int stages = 2;        // P: stages per pipeline, one process each
@@ -55,6 +64,7 @@ struct BenchConfig {
     std::vector<std::string> stage_netns;  // per stage: /run/netns name or path; empty = none
     std::string plugin;                    // empty: next to the executable, then $ATLAS_PLUGIN
     std::vector<EnvSetting> env;
+    std::vector<StageCpus> stage_cpus;
     Compute compute = Compute::kSpin;
     RecvPost recv_post = RecvPost::kAhead;
     bool barrier = true;        // iterations end with a barrier of every stage (DP sync)

@@ -85,6 +85,7 @@ class StageRunner {
   private:
     Status setup();
     Status connectAll();
+    Status pinComputeThread();
     Status makeSlots(void* comm, size_t size, Slots* out);
     Status iteration(int it);
     Result<void*> postRecv(void* comm, Slots& slots, int mb, size_t size);
@@ -171,7 +172,31 @@ Status StageRunner::setup() {
                                             " but the plugin has " + std::to_string(ndev) +
                                             " device(s)"};
     }
-    return connectAll();
+    ATLAS_RETURN_IF_ERROR(connectAll());
+    return pinComputeThread();
+}
+
+// --stage-cpus pins this thread only, and only now: it computes (the "GPU"), while the
+// plugin's threads, created above with the process's affinity, stay where they are, as
+// NCCL's proxy and network threads run on host cores, not on the GPU.
+Status StageRunner::pinComputeThread() {
+    for (const StageCpus& sc : cfg_.stage_cpus) {
+        if (sc.stage != s_) {
+            continue;
+        }
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int cpu : sc.cpus) {
+            if (cpu < CPU_SETSIZE) {
+                CPU_SET(cpu, &set);
+            }
+        }
+        if (::sched_setaffinity(0, sizeof(set), &set) != 0) {
+            return Status::fromErrno(
+                "--stage-cpus: sched_setaffinity for stage " + std::to_string(s_), errno);
+        }
+    }
+    return Status::ok();
 }
 
 Status StageRunner::connectAll() {
