@@ -70,6 +70,9 @@ std::vector<FlagSpec> statsFlags() {
     f.push_back({"seconds", true, "S", "with 'live': how long to record (default 10)"});
     f.push_back({"poll-ms", true, "MS", "with 'live': poll interval (default 20)"});
     f.push_back({"wait", false, "", "with 'live': wait for channels that do not exist yet"});
+    f.push_back({"skip-iterations", true, "N",
+                 "leave the first N iterations after the first prediction out of the accuracy "
+                 "(the predictor's warm-up; default 0)"});
     f.push_back({"json", false, "", "print the report as JSON"});
     f.push_back({"help", false, "", "show this help"});
     return f;
@@ -198,9 +201,14 @@ int cmdStats(int argc, char** argv) {
     if (!timeline.isOk()) {
         return fail("stats", timeline.status().message());
     }
+    auto skip = a.getInt("skip-iterations", 0, 0, 1000000);
+    if (!skip.isOk()) {
+        return usageError("stats", skip.status());
+    }
     nlohmann::json reports = nlohmann::json::array();
     for (const ChannelTimeline& c : timeline.value().channels) {
-        const ChannelReport r = analyzeChannel(c, timeline.value().to_ns);
+        const ChannelReport r =
+            analyzeChannel(c, timeline.value().to_ns, static_cast<int>(skip.value()));
         if (a.has("json")) {
             reports.push_back(reportToJson(r));
         } else {

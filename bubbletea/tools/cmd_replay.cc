@@ -34,6 +34,8 @@ std::vector<FlagSpec> replayFlags() {
         {"publish-us", true, "US", "publish tick (default 1000, as the plugin)"},
         {"out", true, "PREFIX",
          "also write the replayed timeline: PREFIX.json and PREFIX.trace.json (Perfetto)"},
+        {"skip-iterations", true, "N",
+         "leave the first N iterations after the first prediction out of the accuracy"},
         {"json", false, "", "print the report as JSON"},
         {"help", false, "", "show this help"},
     };
@@ -137,9 +139,10 @@ int cmdReplay(int argc, char** argv) {
         a.getInt("slot-tolerance-max-us", pc.slot_tolerance_max_ns / kNsPerUs, 1, 3600LL * 1000000);
     const auto min_idle = a.getInt("min-idle-us", 0, 0, 3600LL * 1000000);
     const auto quantile = a.getDouble("duration-quantile", pc.duration_quantile, 0.0, 1.0);
+    const auto skip = a.getInt("skip-iterations", 0, 0, 1000000);
     const auto tick = a.getInt("publish-us", 1000, 10, 1000000);
     for (const Status& s : {guard.status(), tol.status(), tol_max.status(), min_idle.status(),
-                            tick.status(), quantile.status()}) {
+                            tick.status(), quantile.status(), skip.status()}) {
         if (!s.isOk()) {
             return usageError("replay", s);
         }
@@ -169,7 +172,7 @@ int cmdReplay(int argc, char** argv) {
     Timeline replayed = timeline.value();
     for (ChannelTimeline& c : replayed.channels) {
         replayChannel(c, pc, tick.value() * kNsPerUs);
-        const ChannelReport r = analyzeChannel(c, replayed.to_ns);
+        const ChannelReport r = analyzeChannel(c, replayed.to_ns, static_cast<int>(skip.value()));
         if (a.has("json")) {
             reports.push_back(reportToJson(r));
         } else {

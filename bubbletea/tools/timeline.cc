@@ -287,7 +287,7 @@ json timelineToChromeTrace(const Timeline& timeline) {
     return events;
 }
 
-ChannelReport analyzeChannel(const ChannelTimeline& c, Nanos until_ns) {
+ChannelReport analyzeChannel(const ChannelTimeline& c, Nanos until_ns, int skip_iterations) {
     ChannelReport r;
     r.name = c.name;
     r.observed_intervals = c.observed.size();
@@ -313,8 +313,9 @@ ChannelReport analyzeChannel(const ChannelTimeline& c, Nanos until_ns) {
     const Nanos first_publish = c.sets.front().published_ns;
     r.eval_from_ns = r.eval_to_ns = first_publish;
     bool have_range = false;
+    int skipped = 0;
     for (const auto& b : r.iterations) {
-        if (b.start_ns < first_publish) {
+        if (b.start_ns < first_publish || skipped++ < skip_iterations) {
             continue;
         }
         if (!have_range) {

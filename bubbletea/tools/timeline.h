@@ -82,7 +82,8 @@ struct ChannelReport {
     size_t observed_intervals = 0;
     size_t prediction_sets = 0;
     // Accuracy is evaluated over [eval_from_ns, eval_to_ns): the complete iterations that
-    // started after the first prediction set was published (or, without iteration numbers,
+    // started after the first prediction set was published, less the first skip_iterations
+    // of them (or, without iteration numbers,
     // from the first set to the end of the last observed interval).
     Nanos eval_from_ns = 0;
     Nanos eval_to_ns = 0;
@@ -92,7 +93,10 @@ struct ChannelReport {
     uint64_t lost_observed = 0;
     uint64_t lost_windows = 0;
 };
-ChannelReport analyzeChannel(const ChannelTimeline& channel, Nanos until_ns);
+// skip_iterations: complete iterations after the first prediction left out of the accuracy
+// (the predictor's own warm-up: slots need a few samples each).
+ChannelReport analyzeChannel(const ChannelTimeline& channel, Nanos until_ns,
+                             int skip_iterations = 0);
 // Coverage / precision, NaN when there was nothing observed / predicted to measure against.
 double coverageOf(const sched::Accuracy& accuracy);
 double precisionOf(const sched::Accuracy& accuracy);
