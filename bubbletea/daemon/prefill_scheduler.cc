@@ -286,6 +286,15 @@ double PrefillScheduler::stretch() const {
 void PrefillScheduler::chunkDone(const ChunkOutcome& outcome) {
     if (outcome.cancelled) {
         ++stats_.cancelled;
+        // A cancelled chunk's time is only a lower bound of its cost. Below the prediction it
+        // says nothing; above it, the model was too optimistic, and without learning that it
+        // would plan the same chunk again, to be cancelled again (seen on a contended core:
+        // one 238-token chunk cancelled four times in a row). The bound is a sample biased
+        // low, which moves the model the right way.
+        const Nanos ran = outcome.finished_ns - outcome.started_ns;
+        if (ran > model_.predict(outcome.tokens, outcome.context)) {
+            model_.observe({outcome.tokens, outcome.context, ran});
+        }
     } else {
         for (auto& e : queue_) {
             if (e.id == outcome.id) {
@@ -293,7 +302,6 @@ void PrefillScheduler::chunkDone(const ChunkOutcome& outcome) {
                 break;
             }
         }
-        // A cancelled chunk's time is only a lower bound of its cost: not a sample.
         model_.observe({outcome.tokens, outcome.context, outcome.finished_ns - outcome.started_ns});
         ++stats_.chunks;
     }

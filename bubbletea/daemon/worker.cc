@@ -1,5 +1,7 @@
 #include "bubbletea/daemon/worker.h"
 
+#include <cinttypes>
+
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -321,6 +323,15 @@ void Worker::run() {
         const bool cancelled = !failure.isOk() && failure.code() == Code::kTimeout &&
                                cancel_.load(std::memory_order_acquire);
 
+        ATLAS_LOG_TRACE(logger_,
+                        "bubbletea: chunk %" PRIu64 " tokens %" PRId64 "+%" PRId64
+                        ": ran %.3f..%.3f ms, predicted %.3f ms, window %.3f..%.3f ms%s",
+                        d.chunk.id, d.chunk.start_token, d.chunk.tokens,
+                        static_cast<double>(t0 - d.chunk.window.start_ns) / 1e6,
+                        static_cast<double>(t1 - d.chunk.window.start_ns) / 1e6,
+                        static_cast<double>(d.chunk.predicted_ns) / 1e6, 0.0,
+                        static_cast<double>(d.chunk.window.end_ns - d.chunk.window.start_ns) / 1e6,
+                        cancelled ? ", cancelled" : "");
         lock.lock();
         running_seq_ = 0;
         if (failure.isOk() || cancelled) {

@@ -431,6 +431,29 @@ TEST_F(SchedulerTest, AGuardBandWiderThanTheWindowsRecovers) {
     EXPECT_LT(now, 2 * kNsPerSec);  // a few 100 ms half-lives
 }
 
+// A chunk cancelled at its window's end after running past its predicted time says the model
+// is too optimistic; the next plan must be smaller, or the same chunk is cancelled forever.
+TEST_F(SchedulerTest, AChunkCancelledPastItsPredictionShrinksTheNext) {
+    PrefillScheduler s(config(), model_);
+    const WindowPlan plan = windowsEvery(0, 50 * kMs, 20 * kMs, 100);
+    WindowPlan open;
+    open.windows.push_back({0, kForeverNs});
+    ASSERT_EQ(s.admit(1, 4000, 60 * kNsPerSec, 0, open).outcome, AdmitOutcome::kAccepted);
+    Decision d = s.next(0, plan);
+    ASSERT_EQ(d.kind, Decision::Kind::kRun);
+    const int64_t first = d.chunk.tokens;
+    const Nanos predicted = d.chunk.predicted_ns;
+    Nanos window = 0;
+    for (int i = 0; i < 3; ++i) {
+        s.chunkDone({1, d.chunk.tokens, 0, window, window + 20 * kMs, window + 20 * kMs, true});
+        window += 50 * kMs;
+        d = s.next(window, plan);
+        ASSERT_EQ(d.kind, Decision::Kind::kRun);
+    }
+    EXPECT_LT(d.chunk.tokens, first) << "predicted " << predicted / kMs << " ms, ran 20 ms";
+    EXPECT_EQ(s.doneTokens(1), 0);
+}
+
 TEST_F(SchedulerTest, CancelledChunksMakeNoProgressAndAreRetried) {
     PrefillScheduler s(config(), model_);
     WindowPlan plan;
