@@ -188,15 +188,7 @@ int cmdStats(int argc, char** argv) {
         timeline = recordChannels(names.value(), seconds.value(),
                                   static_cast<Nanos>(poll_ms.value() * 1e6), a.has("wait"));
     } else {
-        auto text = readFile(a.get("from"));
-        if (!text.isOk()) {
-            return fail("stats", text.status().message());
-        }
-        const auto j = nlohmann::json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
-        if (j.is_discarded()) {
-            return fail("stats", a.get("from") + " is not valid JSON");
-        }
-        timeline = timelineFromJson(j);
+        timeline = loadTimeline(a.get("from"));
     }
     if (!timeline.isOk()) {
         return fail("stats", timeline.status().message());

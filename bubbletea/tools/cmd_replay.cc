@@ -120,8 +120,8 @@ int cmdReplay(int argc, char** argv) {
             "usage: atlas-bubbles replay --from FILE.json [predictor flags] [--json]\n"
             "Re-runs the bubble predictor over the observed idle intervals of a recording, as\n"
             "the plugin would have run it with these settings, and prints the 'stats' report\n"
-            "of the replayed predictions (observed intervals and bubble fractions "
-            "unchanged).\n\n%s",
+            "of the replayed predictions (the observed intervals are the recorded ones,\n"
+            "numbered into iterations as the replayed predictor would have).\n\n%s",
             formatFlags(specs).c_str());
         return kExitOk;
     }
@@ -156,15 +156,7 @@ int cmdReplay(int argc, char** argv) {
     if (Status v = sched::validate(pc); !v.isOk()) {
         return usageError("replay", v);
     }
-    auto text = readFile(a.get("from"));
-    if (!text.isOk()) {
-        return fail("replay", text.status().message());
-    }
-    const auto j = nlohmann::json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) {
-        return fail("replay", a.get("from") + " is not valid JSON");
-    }
-    auto timeline = timelineFromJson(j);
+    auto timeline = loadTimeline(a.get("from"));
     if (!timeline.isOk()) {
         return fail("replay", timeline.status().message());
     }

@@ -1,5 +1,7 @@
 #include "bubbletea/tools/timeline.h"
 
+#include "bubbletea/tools/cli_common.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -142,6 +144,18 @@ json timelineToJson(const Timeline& timeline) {
             {"recorded_from_ns", timeline.from_ns},
             {"recorded_to_ns", timeline.to_ns},
             {"channels", std::move(channels)}};
+}
+
+Result<Timeline> loadTimeline(const std::string& path) {
+    auto text = readFile(path);
+    if (!text.isOk()) {
+        return text.status();
+    }
+    const auto j = json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+        return Status(Code::kInvalidArgument, path + " is not valid JSON");
+    }
+    return timelineFromJson(j);
 }
 
 Result<Timeline> timelineFromJson(const json& j) {

@@ -57,6 +57,8 @@ struct Timeline {
 // PREFIX.json: {"format": "atlas-bubbles-timeline", "version": 1, ...}.
 nlohmann::json timelineToJson(const Timeline& timeline);
 Result<Timeline> timelineFromJson(const nlohmann::json& j);
+// Reads and parses PREFIX.json; errors name the file (unreadable, not JSON, not a timeline).
+Result<Timeline> loadTimeline(const std::string& path);
 
 // Chrome trace (JSON array format): per channel a process (pid = index + 1) with tracks
 // tid 1 "observed idle", tid 2 "predicted windows" (the effective windows, each clipped to
