@@ -48,9 +48,9 @@ Status validate(const BubblePredictorConfig& c) {
     if (c.horizon_iterations < 1 || c.max_slots < 1 || c.max_slots > 256) {
         return bad("need horizon_iterations >= 1 and 1 <= max_slots <= 256");
     }
-    if (c.slot_history < 1 || c.slot_history > 64 || c.min_slot_samples < 1 ||
+    if (c.slot_history < 1 || c.slot_history > kMaxSlotHistory || c.min_slot_samples < 1 ||
         c.min_slot_samples > c.slot_history) {
-        return bad("need 1 <= min_slot_samples <= slot_history <= 64");
+        return bad("need 1 <= min_slot_samples <= slot_history <= kMaxSlotHistory (64)");
     }
     if (!(c.min_slot_rate >= 0.0 && c.min_slot_rate <= 1.0) ||
         !(c.duration_quantile >= 0.0 && c.duration_quantile <= 1.0)) {
@@ -267,9 +267,37 @@ BubblePredictor::Match BubblePredictor::match(Nanos start_ns, Nanos length_ns,
 bool BubblePredictor::lengthFits(Nanos length_ns, const Slot& slot) {
     // Loose on purpose: bubble lengths vary (a wait ends when a transfer does); this only
     // keeps a long wait from joining a short one's slot, or the reverse, when a shifted
-    // pattern puts it there.
-    return length_ns < 0 || slot.count == 0 ||
-           std::llabs(length_ns - slot.duration) <= std::max(2 * slot.duration, 10 * kNsPerMs);
+    // pattern puts it there. An open interval (length_ns < 0) has lasted -length_ns - 1 so
+    // far: a lower bound, so only the upper limit applies.
+    if (slot.count == 0) {
+        return true;
+    }
+    const Nanos slack = std::max(2 * slot.duration, 10 * kNsPerMs);
+    if (length_ns < 0) {
+        return -length_ns - 1 <= slot.duration + slack;
+    }
+    return std::llabs(length_ns - slot.duration) <= slack;
+}
+
+Nanos BubblePredictor::durationGiven(const Slot& slot, Nanos elapsed_ns) const {
+    // The duration_quantile of the slot's samples that outlasted elapsed_ns: the same
+    // precision-first choice as refresh(), conditioned on what is known now. None did: the
+    // slot's own duration (a window that has ended).
+    std::array<Nanos, kMaxSlotHistory> longer{};
+    size_t n = 0;
+    for (size_t i = 0; i < slot.count && n < longer.size(); ++i) {
+        if (slot.samples[i].duration > elapsed_ns) {
+            longer[n++] = slot.samples[i].duration;
+        }
+    }
+    if (n == 0) {
+        return slot.duration;
+    }
+    const auto q =
+        static_cast<size_t>(std::floor(config_.duration_quantile * static_cast<double>(n - 1)));
+    std::nth_element(longer.begin(), longer.begin() + static_cast<ptrdiff_t>(q),
+                     longer.begin() + static_cast<ptrdiff_t>(n));
+    return std::max(slot.duration, longer[q]);
 }
 
 BubblePredictor::Match BubblePredictor::resync(const Interval& idle,
@@ -450,7 +478,9 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
     Match open;
     open.slot = slots_.size();
     if (config_.confirm_open && open_start_ns_ > 0) {
-        open = match(open_start_ns_, -1, est);
+        // What has elapsed bounds the length from below: a wait that has outlasted its slot's
+        // bubbles by far is another slot's (a long bubble next to short ones).
+        open = match(open_start_ns_, -std::max<Nanos>(now_ns - open_start_ns_, 0) - 1, est);
     }
     bool any_ready = false;
     for (size_t i = 0; i < slots_.size(); ++i) {
@@ -473,16 +503,18 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
                 continue;
             }
             bool is_open = false;
+            Nanos duration = s.duration;
             if (config_.confirm_open) {
                 if (i == open.slot && c == open.cycle) {
                     start = open_start_ns_;
                     is_open = true;
+                    duration = durationGiven(s, now_ns - open_start_ns_);
                 } else if (start + config_.guard_ns <= now_ns) {
                     continue;  // due, but its bubble has not begun: withdrawn until it does
                 }
             }
             const Nanos w_start = start + config_.guard_ns;
-            const Nanos w_end = start + s.duration - config_.guard_ns;
+            const Nanos w_end = start + duration - config_.guard_ns;
             if (w_end - w_start < config_.min_window_ns || w_end <= now_ns) {
                 continue;
             }

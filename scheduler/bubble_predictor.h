@@ -38,6 +38,8 @@ namespace atlas::sched {
 // window keeps several bubbles per iteration separable.
 PeriodDetectorConfig defaultBubbleDetectorConfig();
 
+inline constexpr int kMaxSlotHistory = 64;  // bound of BubblePredictorConfig::slot_history
+
 struct BubblePredictorConfig {
     PeriodDetectorConfig detector = defaultBubbleDetectorConfig();
     Nanos guard_ns = 200 * kNsPerUs;  // each window shrinks by this at both ends
@@ -138,7 +140,7 @@ class BubblePredictor {
     // interval starts, and drops the slots.
     void relearnAbove(Nanos min_period_ns);
     // The slot an interval starting at start_ns belongs to (slots_.size() when none), the
-    // phase it was matched on and its iteration. length_ns < 0: still open, length unknown.
+    // phase it was matched on and its iteration. length_ns < 0: still open (see lengthFits).
     // Pure.
     struct Match {
         size_t slot = 0;
@@ -146,7 +148,10 @@ class BubblePredictor {
         int64_t cycle = 0;
     };
     Match match(Nanos start_ns, Nanos length_ns, const PeriodEstimate& est) const;
+    // length_ns < 0: an interval still open, open for -length_ns - 1 so far.
     static bool lengthFits(Nanos length_ns, const Slot& slot);
+    // The predicted duration of the slot's bubble once it has lasted elapsed_ns.
+    Nanos durationGiven(const Slot& slot, Nanos elapsed_ns) const;
     // For an interval match() placed nowhere: the slot it belongs to if the whole pattern
     // shifted, judged with the recent unmatched intervals (slots_.size() when none fits).
     Match resync(const Interval& idle, const PeriodEstimate& est) const;

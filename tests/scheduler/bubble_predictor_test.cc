@@ -325,6 +325,84 @@ TEST(BubblePredictorTest, ConfirmOpenWithdrawsDueWindowsAndStartsAtTheOpen) {
     EXPECT_EQ(w->end_ns, next + 73 * kNsPerMs);
 }
 
+// An open window's end follows what has elapsed: once the wait outlasts the slot's short
+// lengths, its end moves to the (low quantile of the) lengths that lasted longer.
+TEST(BubblePredictorTest, OpenWindowEndFollowsTheElapsedWait) {
+    BubblePredictorConfig cfg;
+    cfg.guard_ns = 1 * kNsPerMs;
+    cfg.confirm_open = true;
+    BubblePredictor p(cfg);
+    // One bubble at 30 ms into every 100 ms iteration, 20 ms or 50 ms long in turn (a wait that
+    // ends with one of two transfers).
+    Nanos it0 = 0;
+    for (int i = 0; i < 40; ++i) {
+        it0 = kNsPerSec + i * kP;
+        const Nanos len = (i % 2 == 0 ? 20 : 50) * kNsPerMs;
+        ASSERT_TRUE(p.observe({it0 + 30 * kNsPerMs, it0 + 30 * kNsPerMs + len}).isOk());
+    }
+    const Nanos open = it0 + kP + 30 * kNsPerMs;
+    p.noteOpen(open);
+    std::vector<PredictedWindow> out;
+    auto openWindow = [&]() -> const PredictedWindow* {
+        for (const auto& w : out) {
+            if (w.open) {
+                return &w;
+            }
+        }
+        return nullptr;
+    };
+    // Just begun: the precision-first (short) length.
+    ASSERT_EQ(p.predict(open + 5 * kNsPerMs, &out), PredictionStatus::kOk);
+    const PredictedWindow* w = openWindow();
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->end_ns, open + 19 * kNsPerMs);
+    // Past every short one: only the long ones are left, so the window runs to their length.
+    ASSERT_EQ(p.predict(open + 25 * kNsPerMs, &out), PredictionStatus::kOk);
+    w = openWindow();
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->start_ns, open + 1 * kNsPerMs);
+    EXPECT_EQ(w->end_ns, open + 49 * kNsPerMs);
+    // Longer than any seen: no window (nothing says how long it lasts).
+    ASSERT_EQ(p.predict(open + 60 * kNsPerMs, &out), PredictionStatus::kOk);
+    EXPECT_EQ(openWindow(), nullptr);
+}
+
+// A wait that opens nearer a short bubble's slot but outlasts every length of it belongs to
+// the long bubble next to it: the open window moves there (1F1B: 1 ms waits 20 ms before a
+// 200 ms one).
+TEST(BubblePredictorTest, OpenWaitOutlastingAShortSlotMovesToTheLongOne) {
+    constexpr Nanos kLongP = 900 * kNsPerMs;
+    BubblePredictorConfig cfg;
+    cfg.guard_ns = 1 * kNsPerMs;
+    cfg.confirm_open = true;
+    BubblePredictor p(cfg);
+    Nanos it0 = 0;
+    for (int i = 0; i < 30; ++i) {
+        it0 = kNsPerSec + i * kLongP;
+        ASSERT_TRUE(p.observe({it0 + 100 * kNsPerMs, it0 + 101 * kNsPerMs}).isOk());
+        ASSERT_TRUE(p.observe({it0 + 121 * kNsPerMs, it0 + 321 * kNsPerMs}).isOk());
+        ASSERT_TRUE(p.observe({it0 + 500 * kNsPerMs, it0 + 600 * kNsPerMs}).isOk());
+    }
+    // The short bubble did not happen this time; the long one began 13 ms early, 8 ms from the
+    // short one's slot.
+    const Nanos open = it0 + kLongP + 108 * kNsPerMs;
+    p.noteOpen(open);
+    std::vector<PredictedWindow> out;
+    auto openWindow = [&]() -> const PredictedWindow* {
+        for (const auto& w : out) {
+            if (w.open) {
+                return &w;
+            }
+        }
+        return nullptr;
+    };
+    ASSERT_EQ(p.predict(open + 30 * kNsPerMs, &out), PredictionStatus::kOk);
+    const PredictedWindow* w = openWindow();
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->start_ns, open + 1 * kNsPerMs);
+    EXPECT_EQ(w->end_ns, open + 199 * kNsPerMs);
+}
+
 TEST(BubblePredictorTest, RejectsMalformedIntervals) {
     BubblePredictor p;
     EXPECT_EQ(p.observe({100, 50}).code(), Code::kInvalidArgument);
