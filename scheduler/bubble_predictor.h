@@ -141,13 +141,15 @@ class BubblePredictor {
     void relearnAbove(Nanos min_period_ns);
     // The slot an interval starting at start_ns belongs to (slots_.size() when none), the
     // phase it was matched on and its iteration. length_ns < 0: still open (see lengthFits).
+    // by_order: when nothing is near, also try the slot that follows the previous interval's.
     // Pure.
     struct Match {
         size_t slot = 0;
         Nanos phase = 0;
         int64_t cycle = 0;
     };
-    Match match(Nanos start_ns, Nanos length_ns, const PeriodEstimate& est) const;
+    Match match(Nanos start_ns, Nanos length_ns, const PeriodEstimate& est,
+                bool by_order = false) const;
     // length_ns < 0: an interval still open, open for -length_ns - 1 so far.
     static bool lengthFits(Nanos length_ns, const Slot& slot);
     // The predicted duration of the slot's bubble once it has lasted elapsed_ns.

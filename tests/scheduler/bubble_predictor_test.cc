@@ -403,6 +403,35 @@ TEST(BubblePredictorTest, OpenWaitOutlastingAShortSlotMovesToTheLongOne) {
     EXPECT_EQ(w->end_ns, open + 199 * kNsPerMs);
 }
 
+// A wait that ran long shifts every bubble after it; the next bubble then opens far from its
+// slot's phase, but it is the slot that comes next in order, and gets its window.
+TEST(BubblePredictorTest, OpenWaitAfterAShiftedBubbleTakesTheNextSlotInOrder) {
+    constexpr Nanos kLongP = 900 * kNsPerMs;
+    constexpr Nanos kMs = kNsPerMs;
+    BubblePredictorConfig cfg;
+    cfg.guard_ns = 1 * kMs;
+    cfg.confirm_open = true;
+    BubblePredictor p(cfg);
+    Nanos it0 = 0;
+    for (int i = 0; i < 30; ++i) {
+        it0 = kNsPerSec + i * kLongP;
+        const Nanos last_len = (i == 29 ? 274 : 110) * kMs;  // the last one runs long
+        ASSERT_TRUE(p.observe({it0, it0 + 400 * kMs}).isOk());
+        ASSERT_TRUE(p.observe({it0 + 440 * kMs, it0 + 460 * kMs}).isOk());
+        ASSERT_TRUE(p.observe({it0 + 500 * kMs, it0 + 620 * kMs}).isOk());
+        ASSERT_TRUE(p.observe({it0 + 660 * kMs, it0 + 660 * kMs + last_len}).isOk());
+    }
+    // The next iteration's first (400 ms) bubble opens 60 ms late.
+    const Nanos open = it0 + kLongP + 60 * kMs;
+    p.noteOpen(open);
+    std::vector<PredictedWindow> out;
+    ASSERT_EQ(p.predict(open + 5 * kMs, &out), PredictionStatus::kOk);
+    const auto w = std::find_if(out.begin(), out.end(), [](const auto& x) { return x.open; });
+    ASSERT_NE(w, out.end());
+    EXPECT_EQ(w->start_ns, open + 1 * kMs);
+    EXPECT_EQ(w->end_ns, open + 399 * kMs);
+}
+
 TEST(BubblePredictorTest, RejectsMalformedIntervals) {
     BubblePredictor p;
     EXPECT_EQ(p.observe({100, 50}).code(), Code::kInvalidArgument);
