@@ -206,9 +206,7 @@ void BubblePredictor::refresh(Slot& slot) {
 BubblePredictor::Match BubblePredictor::match(Nanos start_ns, Nanos length_ns,
                                               const PeriodEstimate& est, bool by_order) const {
     const Nanos period = est.period_ns;
-    const Nanos narrow =
-        std::min(static_cast<Nanos>(config_.slot_tolerance * static_cast<double>(period)),
-                 config_.slot_tolerance_max_ns);
+    const Nanos narrow = slotTolerance(period);
     const Nanos wide = std::max(
         narrow, static_cast<Nanos>(config_.detector.tolerance * static_cast<double>(period)));
     // Two phase references. The anchor's: start - anchor, exact while the anchor advances
@@ -292,6 +290,11 @@ BubblePredictor::Match BubblePredictor::match(Nanos start_ns, Nanos length_ns,
     return m;
 }
 
+Nanos BubblePredictor::slotTolerance(Nanos period_ns) const {
+    return std::min(static_cast<Nanos>(config_.slot_tolerance * static_cast<double>(period_ns)),
+                    config_.slot_tolerance_max_ns);
+}
+
 bool BubblePredictor::lengthFits(Nanos length_ns, const Slot& slot) {
     // Loose on purpose: bubble lengths vary (a wait ends when a transfer does); this only
     // keeps a long wait from joining a short one's slot, or the reverse, when a shifted
@@ -331,9 +334,7 @@ Nanos BubblePredictor::durationGiven(const Slot& slot, Nanos elapsed_ns) const {
 BubblePredictor::Match BubblePredictor::resync(const Interval& idle,
                                                const PeriodEstimate& est) const {
     const Nanos period = est.period_ns;
-    const Nanos narrow =
-        std::min(static_cast<Nanos>(config_.slot_tolerance * static_cast<double>(period)),
-                 config_.slot_tolerance_max_ns);
+    const Nanos narrow = slotTolerance(period);
     auto fits = [](const Interval& iv, const Slot& s) {
         return std::llabs(iv.length() - s.duration) <= std::max(s.duration / 4, 2 * kNsPerMs);
     };

@@ -150,6 +150,8 @@ class BubblePredictor {
     };
     Match match(Nanos start_ns, Nanos length_ns, const PeriodEstimate& est,
                 bool by_order = false) const;
+    // How near a slot's offset an interval's phase must be to join it (see the config).
+    Nanos slotTolerance(Nanos period_ns) const;
     // length_ns < 0: an interval still open, open for -length_ns - 1 so far.
     static bool lengthFits(Nanos length_ns, const Slot& slot);
     // The predicted duration of the slot's bubble once it has lasted elapsed_ns.
