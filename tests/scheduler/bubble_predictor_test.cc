@@ -64,6 +64,13 @@ Live runLive(BubblePredictor& p, const std::vector<Interval>& observed, Nanos fr
     return live;
 }
 
+// The window whose wait has begun (confirm_open), or null.
+const PredictedWindow* openWindowIn(const std::vector<PredictedWindow>& windows) {
+    const auto it =
+        std::find_if(windows.begin(), windows.end(), [](const auto& w) { return w.open; });
+    return it == windows.end() ? nullptr : &*it;
+}
+
 PatternSpec threeBubbles() {
     // Fill bubble, a wait between forward and backward, drain bubble.
     PatternSpec spec;
@@ -343,28 +350,20 @@ TEST(BubblePredictorTest, OpenWindowEndFollowsTheElapsedWait) {
     const Nanos open = it0 + kP + 30 * kNsPerMs;
     p.noteOpen(open);
     std::vector<PredictedWindow> out;
-    auto openWindow = [&]() -> const PredictedWindow* {
-        for (const auto& w : out) {
-            if (w.open) {
-                return &w;
-            }
-        }
-        return nullptr;
-    };
     // Just begun: the precision-first (short) length.
     ASSERT_EQ(p.predict(open + 5 * kNsPerMs, &out), PredictionStatus::kOk);
-    const PredictedWindow* w = openWindow();
+    const PredictedWindow* w = openWindowIn(out);
     ASSERT_NE(w, nullptr);
     EXPECT_EQ(w->end_ns, open + 19 * kNsPerMs);
     // Past every short one: only the long ones are left, so the window runs to their length.
     ASSERT_EQ(p.predict(open + 25 * kNsPerMs, &out), PredictionStatus::kOk);
-    w = openWindow();
+    w = openWindowIn(out);
     ASSERT_NE(w, nullptr);
     EXPECT_EQ(w->start_ns, open + 1 * kNsPerMs);
     EXPECT_EQ(w->end_ns, open + 49 * kNsPerMs);
     // Longer than any seen: no window (nothing says how long it lasts).
     ASSERT_EQ(p.predict(open + 60 * kNsPerMs, &out), PredictionStatus::kOk);
-    EXPECT_EQ(openWindow(), nullptr);
+    EXPECT_EQ(openWindowIn(out), nullptr);
 }
 
 // A wait that opens nearer a short bubble's slot but outlasts every length of it belongs to
@@ -388,16 +387,8 @@ TEST(BubblePredictorTest, OpenWaitOutlastingAShortSlotMovesToTheLongOne) {
     const Nanos open = it0 + kLongP + 108 * kNsPerMs;
     p.noteOpen(open);
     std::vector<PredictedWindow> out;
-    auto openWindow = [&]() -> const PredictedWindow* {
-        for (const auto& w : out) {
-            if (w.open) {
-                return &w;
-            }
-        }
-        return nullptr;
-    };
     ASSERT_EQ(p.predict(open + 30 * kNsPerMs, &out), PredictionStatus::kOk);
-    const PredictedWindow* w = openWindow();
+    const PredictedWindow* w = openWindowIn(out);
     ASSERT_NE(w, nullptr);
     EXPECT_EQ(w->start_ns, open + 1 * kNsPerMs);
     EXPECT_EQ(w->end_ns, open + 199 * kNsPerMs);
@@ -426,8 +417,8 @@ TEST(BubblePredictorTest, OpenWaitAfterAShiftedBubbleTakesTheNextSlotInOrder) {
     p.noteOpen(open);
     std::vector<PredictedWindow> out;
     ASSERT_EQ(p.predict(open + 5 * kMs, &out), PredictionStatus::kOk);
-    const auto w = std::find_if(out.begin(), out.end(), [](const auto& x) { return x.open; });
-    ASSERT_NE(w, out.end());
+    const PredictedWindow* w = openWindowIn(out);
+    ASSERT_NE(w, nullptr);
     EXPECT_EQ(w->start_ns, open + 1 * kMs);
     EXPECT_EQ(w->end_ns, open + 399 * kMs);
 }
