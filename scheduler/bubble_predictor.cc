@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 
 namespace atlas::sched {
@@ -23,6 +24,15 @@ Nanos floorMod(Nanos a, Nanos b) {
 // "No iteration seen yet"; far from overflow when slot_history is added or subtracted.
 constexpr int64_t kNoCycle = INT64_MIN / 2;
 constexpr uint64_t kNoEpoch = ~0ull;
+
+// The q-quantile (q in [0, 1]) of a slot's durations, the predictor's one rule for it: the
+// element at floor(q * (n - 1)) in sorted order. Reorders `values`; it must not be empty.
+Nanos durationQuantile(std::span<Nanos> values, double q) {
+    const auto k = static_cast<size_t>(std::floor(q * static_cast<double>(values.size() - 1)));
+    const auto it = values.begin() + static_cast<ptrdiff_t>(k);
+    std::nth_element(values.begin(), it, values.end());
+    return *it;
+}
 
 // Rounds a/b to the nearest integer (b > 0).
 int64_t roundDiv(Nanos a, Nanos b) {
@@ -196,11 +206,7 @@ void BubblePredictor::refresh(Slot& slot) {
     for (size_t i = 0; i < slot.count; ++i) {
         scratch_.push_back(slot.samples[i].duration);
     }
-    const auto q = static_cast<size_t>(
-        std::floor(config_.duration_quantile * static_cast<double>(scratch_.size() - 1)));
-    auto qit = scratch_.begin() + static_cast<ptrdiff_t>(q);
-    std::nth_element(scratch_.begin(), qit, scratch_.end());
-    slot.duration = *qit;
+    slot.duration = durationQuantile(scratch_, config_.duration_quantile);
 }
 
 BubblePredictor::Match BubblePredictor::match(Nanos start_ns, Nanos length_ns,
@@ -324,11 +330,8 @@ Nanos BubblePredictor::durationGiven(const Slot& slot, Nanos elapsed_ns) const {
     if (n == 0) {
         return slot.duration;
     }
-    const auto q =
-        static_cast<size_t>(std::floor(config_.duration_quantile * static_cast<double>(n - 1)));
-    std::nth_element(longer.begin(), longer.begin() + static_cast<ptrdiff_t>(q),
-                     longer.begin() + static_cast<ptrdiff_t>(n));
-    return std::max(slot.duration, longer[q]);
+    return std::max(slot.duration,
+                    durationQuantile(std::span(longer.data(), n), config_.duration_quantile));
 }
 
 BubblePredictor::Match BubblePredictor::resync(const Interval& idle,
