@@ -38,6 +38,8 @@ void copyIdle(const IdleRecord& r, IdleInterval& v) {
     v.start_ns = r.start_ns.load(std::memory_order_relaxed);
     v.end_ns = r.end_ns.load(std::memory_order_relaxed);
     v.iteration = r.iteration.load(std::memory_order_relaxed);
+    v.transfer_start_ns = r.transfer_start_ns.load(std::memory_order_relaxed);
+    v.transfer_bytes = r.transfer_bytes.load(std::memory_order_relaxed);
 }
 
 bool validWindow(const WindowRecordView& v, uint32_t max_set) {
@@ -49,10 +51,6 @@ bool validWindow(const WindowRecordView& v, uint32_t max_set) {
     }
     return v.set_index < v.set_count && v.window.end_ns >= v.window.start_ns &&
            v.window.confidence_ppm <= kPpmOne;
-}
-
-bool validIdle(const IdleInterval& v) {
-    return v.end_ns >= v.start_ns;
 }
 
 // Reads ring records [cursor.next, head) into batch (protocol M2/M3). Shared by both rings.
@@ -294,7 +292,8 @@ Result<ObservedBatch> ChannelReader::readObservedSince(ReadCursor& cursor,
             batch.resynced = cursor.generation != 0;
             resetCursor(cursor, head, info_.idle_capacity);
         }
-        readRing(idle_, info_.idle_capacity, head, cursor, max_records, batch, copyIdle, validIdle);
+        readRing(idle_, info_.idle_capacity, head, cursor, max_records, batch, copyIdle,
+                 validIdleInterval);
         counters_.lost += batch.lost;
         counters_.invalid += batch.invalid;
         return batch;

@@ -90,6 +90,8 @@ class ChannelReader {
     // The current prediction set (set_id 0 before the first one).
     Result<PredictionSet> readPredictions() noexcept;
     // Observed idle intervals from cursor.next on (at most max_records), advancing cursor.
+    // Records that fail validIdleInterval() (only a corrupt segment has them) are skipped
+    // and counted in Batch::invalid.
     // A fresh cursor starts at the oldest record still in the ring.
     Result<ObservedBatch> readObservedSince(ReadCursor& cursor, size_t max_records = kAll) noexcept;
     // Every predicted-window record from cursor.next on (history of all sets, for

@@ -12,12 +12,30 @@
 
 namespace atlas::channel {
 
-// An observed GPU idle interval [start_ns, end_ns).
+// An observed GPU idle interval [start_ns, end_ns), with the transfer the GPU waited for.
+// Valid intervals are those validIdleInterval() accepts (the writer refuses the others).
 struct IdleInterval {
     Nanos start_ns = 0;
     Nanos end_ns = 0;
     uint64_t iteration = kUnknownIteration;
+    Nanos transfer_start_ns = 0;  // first data of the awaited message landed; 0 = unknown
+    uint64_t transfer_bytes = 0;  // size of the awaited message in bytes; 0 = unknown
 };
+
+// The IdleRecord invariants (atlas/bubble_channel.h): start_ns <= end_ns; the transfer is
+// either unknown (transfer_start_ns == 0 and transfer_bytes == 0) or known (both nonzero)
+// with 0 < transfer_start_ns <= end_ns. transfer_start_ns may precede start_ns: the data was
+// buffered before the receive was posted (the plugin then reports transfer_start_ns ==
+// start_ns). ChannelWriter::publishObserved refuses, and readers drop as invalid, the rest.
+constexpr bool validIdleInterval(const IdleInterval& v) noexcept {
+    if (v.end_ns < v.start_ns) {
+        return false;
+    }
+    if (v.transfer_start_ns == 0 || v.transfer_bytes == 0) {
+        return v.transfer_start_ns == 0 && v.transfer_bytes == 0;
+    }
+    return v.transfer_start_ns > 0 && v.transfer_start_ns <= v.end_ns;
+}
 
 // A predicted idle window [start_ns, end_ns).
 struct PredictedWindow {

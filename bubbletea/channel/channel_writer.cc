@@ -179,7 +179,7 @@ bool ChannelWriter::publishObserved(const IdleInterval& interval) noexcept {
     if (header_ == nullptr) {
         return false;
     }
-    if (interval.end_ns < interval.start_ns) {
+    if (!validIdleInterval(interval)) {
         header_->rejected_records.store(++rejected_, std::memory_order_relaxed);
         return false;
     }
@@ -188,6 +188,8 @@ bool ChannelWriter::publishObserved(const IdleInterval& interval) noexcept {
         r.start_ns.store(interval.start_ns, std::memory_order_relaxed);
         r.end_ns.store(interval.end_ns, std::memory_order_relaxed);
         r.iteration.store(interval.iteration, std::memory_order_relaxed);
+        r.transfer_start_ns.store(interval.transfer_start_ns, std::memory_order_relaxed);
+        r.transfer_bytes.store(interval.transfer_bytes, std::memory_order_relaxed);
     });
     idle_head_ = n + 1;
     // Release (M3): pairs with the reader's acquire load of idle_head; record n is complete.

@@ -58,7 +58,9 @@ class ChannelWriter {
     ~ChannelWriter();
 
     // Appends one observed idle interval. Returns false (and counts it in the header's
-    // rejected_records) when end_ns < start_ns; nothing is published then.
+    // rejected_records) when !validIdleInterval(interval): end_ns < start_ns, a transfer
+    // start after end_ns (or negative), or only one of transfer_start_ns/transfer_bytes
+    // known. Nothing is published then.
     bool publishObserved(const IdleInterval& interval) noexcept;
 
     // Replaces the current prediction set: readers see the old set or all of the new one.

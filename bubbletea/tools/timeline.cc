@@ -37,6 +37,42 @@ json windowJson(const PredictedWindow& w) {
             {"source", channel::sourceName(w.source)}};
 }
 
+// An observed interval; the transfer fields only when known (nonzero), so recordings of
+// writers that do not report them stay as they were before ABI v2.
+json observedJson(const IdleInterval& i) {
+    json j = {
+        {"start_ns", i.start_ns}, {"end_ns", i.end_ns}, {"iteration", iterationJson(i.iteration)}};
+    if (i.transfer_start_ns != 0) {
+        j["transfer_start_ns"] = i.transfer_start_ns;
+    }
+    if (i.transfer_bytes != 0) {
+        j["transfer_bytes"] = i.transfer_bytes;
+    }
+    return j;
+}
+
+// Absent transfer fields read as 0 (unknown): recordings made before ABI v2 still load.
+IdleInterval observedFrom(const json& j) {
+    IdleInterval i;
+    i.start_ns = j.at("start_ns").get<Nanos>();
+    i.end_ns = j.at("end_ns").get<Nanos>();
+    i.iteration = iterationFrom(j.at("iteration"));
+    i.transfer_start_ns = j.value("transfer_start_ns", Nanos{0});
+    i.transfer_bytes = j.value("transfer_bytes", uint64_t{0});
+    return i;
+}
+
+json observedArgs(const IdleInterval& i) {
+    json args = {{"iteration", iterationJson(i.iteration)}};
+    if (i.transfer_start_ns != 0) {
+        args["transfer_start_ns"] = i.transfer_start_ns;
+    }
+    if (i.transfer_bytes != 0) {
+        args["transfer_bytes"] = i.transfer_bytes;
+    }
+    return args;
+}
+
 PredictedWindow windowFrom(const json& j) {
     PredictedWindow w;
     w.start_ns = j.at("start_ns").get<Nanos>();
@@ -104,9 +140,7 @@ json timelineToJson(const Timeline& timeline) {
         }
         json observed = json::array();
         for (const IdleInterval& i : c.observed) {
-            observed.push_back({{"start_ns", i.start_ns},
-                                {"end_ns", i.end_ns},
-                                {"iteration", iterationJson(i.iteration)}});
+            observed.push_back(observedJson(i));
         }
         json sets = json::array();
         for (const RecordedSet& s : c.sets) {
@@ -180,8 +214,7 @@ Result<Timeline> timelineFromJson(const json& j) {
                                      w.at("start_ns").get<Nanos>()});
             }
             for (const json& i : jc.at("observed")) {
-                c.observed.push_back({i.at("start_ns").get<Nanos>(), i.at("end_ns").get<Nanos>(),
-                                      iterationFrom(i.at("iteration"))});
+                c.observed.push_back(observedFrom(i));
             }
             for (const json& s : jc.at("prediction_sets")) {
                 RecordedSet set;
@@ -271,7 +304,7 @@ json timelineToChromeTrace(const Timeline& timeline) {
                               {"tid", 1},
                               {"ts", toUs(i.start_ns, t0)},
                               {"dur", toUs(i.end_ns, i.start_ns)},
-                              {"args", {{"iteration", iterationJson(i.iteration)}}}});
+                              {"args", observedArgs(i)}});
         }
         for (const EffectiveWindow& e : effectiveWindows(c, timeline.to_ns)) {
             events.push_back({{"name", "predicted"},

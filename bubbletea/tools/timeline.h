@@ -54,16 +54,19 @@ struct Timeline {
     std::vector<ChannelTimeline> channels;
 };
 
-// PREFIX.json: {"format": "atlas-bubbles-timeline", "version": 1, ...}.
+// PREFIX.json: {"format": "atlas-bubbles-timeline", "version": 1, ...}. Each observed
+// interval has start_ns, end_ns, iteration (null = unknown) and, only when nonzero (known),
+// transfer_start_ns and transfer_bytes; absent ones read back as 0, so recordings made before
+// these fields existed load unchanged (still version 1: the fields are optional).
 nlohmann::json timelineToJson(const Timeline& timeline);
 Result<Timeline> timelineFromJson(const nlohmann::json& j);
 // Reads and parses PREFIX.json; errors name the file (unreadable, not JSON, not a timeline).
 Result<Timeline> loadTimeline(const std::string& path);
 
 // Chrome trace (JSON array format): per channel a process (pid = index + 1) with tracks
-// tid 1 "observed idle", tid 2 "predicted windows" (the effective windows, each clipped to
-// the reign of its set), tid 3 "status". ts/dur in microseconds from the earliest time in
-// the timeline.
+// tid 1 "observed idle" (args: iteration, and the transfer fields when known),
+// tid 2 "predicted windows" (the effective windows, each clipped to the reign of its set),
+// tid 3 "status". ts/dur in microseconds from the earliest time in the timeline.
 nlohmann::json timelineToChromeTrace(const Timeline& timeline);
 
 // The effective predicted windows of a channel with their attributes: window parts outside

@@ -74,7 +74,9 @@ inline constexpr uint64_t kMagic = 0x4C425542534C5441ull;
 // The magic as seen when a segment written on a host of the other byte order is read.
 inline constexpr uint64_t kMagicByteSwapped = 0x41544C534255424Cull;
 // Bumped on any incompatible change of a struct below or of the protocols above.
-inline constexpr uint32_t kAbiVersion = 1;
+// v2: IdleRecord grew to 64 bytes and carries the awaited transfer (transfer_start_ns,
+// transfer_bytes); a v1 segment is rejected by a v2 reader and vice versa.
+inline constexpr uint32_t kAbiVersion = 2;
 inline constexpr uint32_t kClockIdMonotonic = CLOCK_MONOTONIC;
 
 inline constexpr uint32_t kMinWindowCapacity = 4;
@@ -143,7 +145,7 @@ struct alignas(64) SegmentHeader {
     uint32_t header_size;         // sizeof(SegmentHeader)
     uint64_t layout_size;         // bytes of the whole segment as laid out by the writer
     uint32_t clock_id;            // kClockIdMonotonic
-    uint32_t flags;               // 0 in ABI v1
+    uint32_t flags;               // 0 (no flags are defined in ABI v2)
     uint32_t window_capacity;     // slots in the window ring
     uint32_t window_record_size;  // sizeof(WindowRecord)
     uint32_t idle_capacity;       // slots in the observed-idle ring
@@ -164,7 +166,7 @@ struct alignas(64) SegmentHeader {
     std::atomic<uint64_t> window_head;       // window records ever published (M3)
     std::atomic<uint64_t> idle_head;         // idle records ever published (M3)
     std::atomic<uint64_t> prediction_sets;   // prediction sets ever published (relaxed)
-    std::atomic<uint64_t> rejected_records;  // records the writer refused (end < start; relaxed)
+    std::atomic<uint64_t> rejected_records;  // records the writer refused (invalid; relaxed)
     uint8_t reserved2[32];
     // ---- line 3: state block, seqlock'd by state_seq (M4) ----
     std::atomic<uint64_t> state_seq;
@@ -197,17 +199,30 @@ struct alignas(64) WindowRecord {
     uint16_t reserved[3];
 };
 
-// One observed idle interval (the GPU waited on a WAN receive).
-struct alignas(32) IdleRecord {
+// One observed idle interval (the GPU waited on a WAN receive). The interval opens when a
+// receive is posted with none outstanding and closes when THAT receive's data has landed; the
+// transfer fields describe that awaited message. Invariants the writer enforces (a record
+// breaking one is refused and counted in rejected_records):
+//   start_ns <= end_ns;
+//   transfer_start_ns == 0 if and only if transfer_bytes == 0 (both unknown, or both known);
+//   a known transfer_start_ns is > 0 and <= end_ns: the first data may have landed before the
+//   wait opened (buffered before the receive was posted; the plugin then reports start_ns),
+//   but never after the wait ended.
+// Readers drop (and count as invalid) a record that breaks one.
+struct alignas(64) IdleRecord {
     std::atomic<uint64_t> seq;      // 2n+1 while being written, 2n+2 when complete (M2)
     std::atomic<int64_t> start_ns;  // observed idle interval [start_ns, end_ns)
     std::atomic<int64_t> end_ns;
     std::atomic<uint64_t> iteration;  // iteration it was observed in, or kUnknownIteration
+    // When the first data of the awaited message arrived, CLOCK_MONOTONIC ns; 0 = unknown.
+    std::atomic<int64_t> transfer_start_ns;
+    std::atomic<uint64_t> transfer_bytes;  // the awaited message's size in bytes; 0 = unknown
+    uint8_t reserved[16];
 };
 
 inline constexpr uint64_t kHeaderSize = sizeof(SegmentHeader);
 
-// The only layout ABI v1 allows for given capacities.
+// The only layout ABI v2 allows for given capacities.
 struct SegmentLayout {
     uint64_t windows_offset;
     uint64_t idle_offset;
@@ -274,12 +289,15 @@ static_assert(offsetof(WindowRecord, confidence_ppm) == 48);
 static_assert(offsetof(WindowRecord, source) == 52);
 static_assert(offsetof(WindowRecord, set_count) == 54);
 static_assert(offsetof(WindowRecord, set_index) == 56);
-static_assert(sizeof(IdleRecord) == 32);
+static_assert(sizeof(IdleRecord) == 64 && alignof(IdleRecord) == 64);
 static_assert(offsetof(IdleRecord, seq) == 0);
 static_assert(offsetof(IdleRecord, start_ns) == 8);
 static_assert(offsetof(IdleRecord, end_ns) == 16);
 static_assert(offsetof(IdleRecord, iteration) == 24);
-static_assert(expectedLayout(4, 4).layout_size == 256 + 4 * 64 + 4 * 32);
+static_assert(offsetof(IdleRecord, transfer_start_ns) == 32);
+static_assert(offsetof(IdleRecord, transfer_bytes) == 40);
+static_assert(offsetof(IdleRecord, reserved) == 48);
+static_assert(expectedLayout(4, 4).layout_size == 256 + 4 * 64 + 4 * 64);
 
 // ---- Naming ----
 // One segment per local GPU. The plugin resolves the name once at init:

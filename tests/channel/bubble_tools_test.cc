@@ -183,6 +183,78 @@ TEST(TimelineFormat, JsonRoundTripKeepsEverything) {
     EXPECT_NE(missing.status().message().find("malformed timeline"), std::string::npos);
 }
 
+TEST(TimelineFormat, TransferFieldsRoundTripAndAreWrittenOnlyWhenKnown) {
+    Timeline t;
+    t.from_ns = 0;
+    t.to_ns = 1000;
+    ChannelTimeline c;
+    c.name = "/x";
+    IdleInterval known{100, 200, 5};
+    known.transfer_start_ns = 90;  // landed before the wait opened
+    known.transfer_bytes = 1ull << 33;
+    c.observed = {known, {300, 350, 6}};
+    t.channels.push_back(c);
+
+    const nlohmann::json j = timelineToJson(t);
+    const auto& observed = j.at("channels").at(0).at("observed");
+    EXPECT_EQ(observed.at(0).at("transfer_start_ns"), 90);
+    EXPECT_EQ(observed.at(0).at("transfer_bytes"), 1ull << 33);
+    // Unknown transfer: the interval is written exactly as before the fields existed.
+    EXPECT_EQ(observed.at(1),
+              (nlohmann::json{{"start_ns", 300}, {"end_ns", 350}, {"iteration", 6}}));
+
+    auto back = timelineFromJson(nlohmann::json::parse(j.dump()));
+    ASSERT_TRUE(back.isOk()) << back.status().toString();
+    const auto& b = back.value().channels.at(0).observed;
+    ASSERT_EQ(b.size(), 2u);
+    EXPECT_EQ(b[0].transfer_start_ns, 90);
+    EXPECT_EQ(b[0].transfer_bytes, 1ull << 33);
+    EXPECT_EQ(b[1].transfer_start_ns, 0);
+    EXPECT_EQ(b[1].transfer_bytes, 0u);
+
+    // The trace shows a known transfer as args of the observed slice, and omits an unknown one.
+    int with_transfer = 0;
+    int without = 0;
+    for (const auto& e : timelineToChromeTrace(t)) {
+        if (e["ph"] == "X" && e["tid"] == 1) {
+            if (e["args"].contains("transfer_bytes")) {
+                ++with_transfer;
+                EXPECT_EQ(e["args"]["transfer_start_ns"], 90);
+                EXPECT_EQ(e["args"]["transfer_bytes"], 1ull << 33);
+            } else {
+                ++without;
+                EXPECT_FALSE(e["args"].contains("transfer_start_ns"));
+            }
+        }
+    }
+    EXPECT_EQ(with_transfer, 1);
+    EXPECT_EQ(without, 1);
+}
+
+TEST(TimelineFormat, RecordingWithoutTransferFieldsLoadsWithZeros) {
+    // A recording as `atlas-bubbles record` wrote it before ABI v2 (no transfer fields).
+    const auto old = nlohmann::json::parse(R"({
+        "format": "atlas-bubbles-timeline", "version": 1, "clock": "CLOCK_MONOTONIC",
+        "unit": "ns", "recorded_from_ns": 5, "recorded_to_ns": 900,
+        "channels": [{"name": "/old", "writers": [],
+                      "observed": [{"start_ns": 10, "end_ns": 40, "iteration": 3},
+                                   {"start_ns": 50, "end_ns": 60, "iteration": null}],
+                      "prediction_sets": [], "states": []}]})");
+    auto t = timelineFromJson(old);
+    ASSERT_TRUE(t.isOk()) << t.status().toString();
+    const auto& observed = t.value().channels.at(0).observed;
+    ASSERT_EQ(observed.size(), 2u);
+    EXPECT_EQ(observed[0].end_ns, 40);
+    EXPECT_EQ(observed[1].iteration, kUnknownIteration);
+    for (const IdleInterval& i : observed) {
+        EXPECT_EQ(i.transfer_start_ns, 0);
+        EXPECT_EQ(i.transfer_bytes, 0u);
+    }
+    // Written back, the intervals are what they were.
+    EXPECT_EQ(timelineToJson(t.value()).at("channels").at(0).at("observed"),
+              old.at("channels").at(0).at("observed"));
+}
+
 TEST(TimelineFormat, ChromeTraceHasTracksAndMergesRepeatedWindows) {
     Timeline t;
     t.from_ns = 0;

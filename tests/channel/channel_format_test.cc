@@ -26,10 +26,36 @@ TEST(BubbleChannelFormat, LayoutIsHeaderThenWindowsThenIdleRoundedTo64) {
     EXPECT_EQ(l.windows_offset, kHeaderSize);
     EXPECT_EQ(l.idle_offset, kHeaderSize + 256 * sizeof(WindowRecord));
     EXPECT_EQ(l.layout_size, l.idle_offset + 4096 * sizeof(IdleRecord));
-    // An odd idle capacity leaves a 32-byte tail that is rounded up.
+    // ABI v2: every record is one 64-byte line, so any capacities end on a line boundary.
+    static_assert(kAbiVersion == 2);
+    EXPECT_EQ(sizeof(IdleRecord), 64u);
+    EXPECT_EQ(alignof(IdleRecord), 64u);
     const SegmentLayout odd = expectedLayout(4, 5);
     EXPECT_EQ(odd.layout_size % 64, 0u);
-    EXPECT_EQ(odd.layout_size, kHeaderSize + 4 * 64 + 5 * 32 + 32);
+    EXPECT_EQ(odd.layout_size, kHeaderSize + 4 * 64 + 5 * 64);
+}
+
+TEST(BubbleChannelTypes, IdleIntervalValidityRules) {
+    // Aggregate init of the first three members still works; the transfer defaults to unknown.
+    const IdleInterval plain{100, 200, 1};
+    EXPECT_EQ(plain.transfer_start_ns, 0);
+    EXPECT_EQ(plain.transfer_bytes, 0u);
+    EXPECT_TRUE(validIdleInterval(plain));
+    EXPECT_FALSE(validIdleInterval({200, 100, 1}));
+    auto with = [](Nanos transfer_start, uint64_t bytes) {
+        IdleInterval i{100, 200, 1};
+        i.transfer_start_ns = transfer_start;
+        i.transfer_bytes = bytes;
+        return validIdleInterval(i);
+    };
+    EXPECT_TRUE(with(150, 8));   // inside the wait
+    EXPECT_TRUE(with(100, 8));   // buffered before the receive: reported as start_ns
+    EXPECT_TRUE(with(40, 8));    // before the wait opened
+    EXPECT_TRUE(with(200, 8));   // at the end
+    EXPECT_FALSE(with(201, 8));  // after the wait ended
+    EXPECT_FALSE(with(150, 0));  // start without bytes
+    EXPECT_FALSE(with(0, 8));    // bytes without start
+    EXPECT_FALSE(with(-1, 8));   // not a CLOCK_MONOTONIC time
 }
 
 TEST(BubbleChannelFormat, MaxPredictionSetIsHalfTheRingCappedBySetCountField) {

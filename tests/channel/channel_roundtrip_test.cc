@@ -201,6 +201,64 @@ TEST_F(ChannelRoundTrip, InvertedObservedIntervalIsRejectedAndCounted) {
     EXPECT_EQ(r.writerCounters().idle_records, 0u);
 }
 
+IdleInterval withTransfer(Nanos start, Nanos end, uint64_t iter, Nanos transfer_start,
+                          uint64_t bytes) {
+    IdleInterval i{start, end, iter};
+    i.transfer_start_ns = transfer_start;
+    i.transfer_bytes = bytes;
+    return i;
+}
+
+TEST_F(ChannelRoundTrip, ObservedTransferFieldsRoundTrip) {
+    ChannelWriter w = makeWriter();
+    ChannelReader r = makeReader();
+    const std::vector<IdleInterval> published = {
+        withTransfer(1000, 2000, 1, 1500, 64 << 20),  // first data landed inside the wait
+        withTransfer(3000, 4000, 2, 3000, 1),         // data buffered before: start_ns
+        withTransfer(5000, 6000, 3, 4200, 7),         // landed before the wait opened
+        withTransfer(7000, 8000, 4, 8000, ~0ull),     // at the very end of the wait
+        {9000, 9500, 5},                              // transfer unknown
+    };
+    for (const IdleInterval& i : published) {
+        ASSERT_TRUE(w.publishObserved(i)) << i.iteration;
+    }
+    ReadCursor cursor;
+    auto b = r.readObservedSince(cursor);
+    ASSERT_TRUE(b.isOk());
+    ASSERT_EQ(b.value().records.size(), published.size());
+    EXPECT_EQ(b.value().invalid, 0u);
+    for (size_t k = 0; k < published.size(); ++k) {
+        const IdleInterval& got = b.value().records[k];
+        EXPECT_EQ(got.start_ns, published[k].start_ns) << k;
+        EXPECT_EQ(got.end_ns, published[k].end_ns) << k;
+        EXPECT_EQ(got.iteration, published[k].iteration) << k;
+        EXPECT_EQ(got.transfer_start_ns, published[k].transfer_start_ns) << k;
+        EXPECT_EQ(got.transfer_bytes, published[k].transfer_bytes) << k;
+    }
+    EXPECT_EQ(r.writerCounters().rejected_records, 0u);
+}
+
+TEST_F(ChannelRoundTrip, TransferAfterWaitEndOrHalfKnownIsRejectedAndCounted) {
+    ChannelWriter w = makeWriter();
+    ChannelReader r = makeReader();
+    EXPECT_FALSE(w.publishObserved(withTransfer(100, 200, 1, 201, 10)));  // after the end
+    EXPECT_FALSE(w.publishObserved(withTransfer(100, 200, 1, 150, 0)));   // start, no bytes
+    EXPECT_FALSE(w.publishObserved(withTransfer(100, 200, 1, 0, 10)));    // bytes, no start
+    EXPECT_FALSE(w.publishObserved(withTransfer(100, 200, 1, -5, 10)));   // not a time
+    EXPECT_EQ(r.writerCounters().rejected_records, 4u);
+    EXPECT_EQ(r.writerCounters().idle_records, 0u);
+    // The counter keeps counting alongside the end < start refusal, and valid records still go.
+    EXPECT_FALSE(w.publishObserved({200, 100, 1}));
+    EXPECT_TRUE(w.publishObserved(withTransfer(100, 200, 1, 200, 10)));
+    EXPECT_EQ(r.writerCounters().rejected_records, 5u);
+    EXPECT_EQ(r.writerCounters().idle_records, 1u);
+    ReadCursor cursor;
+    auto b = r.readObservedSince(cursor);
+    ASSERT_TRUE(b.isOk());
+    ASSERT_EQ(b.value().records.size(), 1u);
+    EXPECT_EQ(b.value().records[0].transfer_start_ns, 200);
+}
+
 TEST_F(ChannelRoundTrip, WindowHistoryKeepsEverySetInOrder) {
     ChannelWriter w = makeWriter({16, 8});
     ChannelReader r = makeReader();

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -33,9 +34,17 @@ constexpr uint32_t kMaxSet = maxPredictionSet(16);
 constexpr int kReaders = 2;
 
 // ---- the invariants: record contents as functions of one counter ----
+// Every fourth record has no known transfer (both fields 0); the others have one whose first
+// data landed up to 30 ns before the wait opened or inside it, all valid for the writer.
 IdleInterval idleRecord(uint64_t n) {
     const Nanos start = static_cast<Nanos>(n) * 1000 + 7;
-    return {start, start + static_cast<Nanos>(n % 97) + 1, n};
+    const Nanos end = start + static_cast<Nanos>(n % 97) + 1;
+    IdleInterval i{start, end, n};
+    if (n % 4 != 0) {
+        i.transfer_start_ns = std::min(start - 30 + static_cast<Nanos>(n % 61), end);
+        i.transfer_bytes = n * 4096 + 1;
+    }
+    return i;
 }
 std::vector<PredictedWindow> predictionSet(uint64_t k) {
     std::vector<PredictedWindow> set(1 + k % kMaxSet);
@@ -85,7 +94,9 @@ void runWriter(ChannelWriter& w, Shared* shared, Nanos deadline) {
     uint64_t k = 0;
     while (monotonicNowNs() < deadline) {
         for (int i = 0; i < 64; ++i) {
-            w.publishObserved(idleRecord(n++));
+            if (!w.publishObserved(idleRecord(n++))) {
+                violation(shared, "writer refused a valid record", n - 1, 0);
+            }
             if (i % 3 == 0) {
                 ++k;  // set ids start at 1 and go up by one per publish
                 w.publishPredictions(predictionSet(k));
@@ -116,7 +127,9 @@ void runReader(const std::string& name, Shared* shared, int index) {
             shared->lost.fetch_add(batch.value().lost, std::memory_order_relaxed);
             for (const IdleInterval& got : batch.value().records) {
                 const IdleInterval want = idleRecord(got.iteration);
-                if (got.start_ns != want.start_ns || got.end_ns != want.end_ns) {
+                if (got.start_ns != want.start_ns || got.end_ns != want.end_ns ||
+                    got.transfer_start_ns != want.transfer_start_ns ||
+                    got.transfer_bytes != want.transfer_bytes) {
                     violation(shared, "torn idle record", got.iteration,
                               static_cast<uint64_t>(got.start_ns));
                 }

@@ -29,7 +29,10 @@ Bytes validImage() {
     std::vector<PredictedWindow> set = {{100, 200, 1000, 1, WindowSource::kPredictor},
                                         {300, 400, 2000, 1, WindowSource::kPredictor}};
     EXPECT_EQ(w.value().publishPredictions(set), 2u);
-    EXPECT_TRUE(w.value().publishObserved({10, 20, 1}));
+    IdleInterval observed{10, 20, 1};
+    observed.transfer_start_ns = 12;
+    observed.transfer_bytes = 4096;
+    EXPECT_TRUE(w.value().publishObserved(observed));
     return readShmBytes(guard.name());
 }
 
@@ -96,7 +99,23 @@ TEST(ChannelValidation, ForeignMagicAndOtherByteOrder) {
 TEST(ChannelValidation, WrongVersion) {
     Bytes image = validImage();
     poke<uint32_t>(image, offsetof(SegmentHeader, abi_version), kAbiVersion + 1);
-    EXPECT_OPEN_FAILS_WITH(image, "unsupported ABI version 2 (this reader speaks version 1)");
+    EXPECT_OPEN_FAILS_WITH(image, "unsupported ABI version 3 (this reader speaks version 2)");
+}
+
+TEST(ChannelValidation, AbiV1SegmentIsRejectedByVersion) {
+    // A v1 segment as a v1 writer laid it out: 32-byte idle records, so a shorter segment.
+    Bytes image = validImage();
+    const size_t v1_layout = (kHeaderSize + 8 * sizeof(WindowRecord) + 8 * 32 + 63) / 64 * 64;
+    image.resize(v1_layout);
+    poke<uint32_t>(image, offsetof(SegmentHeader, abi_version), 1);
+    poke<uint32_t>(image, offsetof(SegmentHeader, idle_record_size), 32);
+    poke<uint64_t>(image, offsetof(SegmentHeader, layout_size), v1_layout);
+    Code code{};
+    const std::string msg = openError(image, &code);
+    EXPECT_NE(msg.find("unsupported ABI version 1 (this reader speaks version 2)"),
+              std::string::npos)
+        << msg;
+    EXPECT_EQ(code, Code::kRemote);
 }
 
 TEST(ChannelValidation, HeaderFieldsOutOfContract) {
@@ -192,6 +211,36 @@ TEST(ChannelValidation, CorruptRingsBehindAValidHeaderAreContained) {
     ASSERT_TRUE(o3.isOk());
     EXPECT_TRUE(o3.value().records.empty());
     EXPECT_EQ(o3.value().invalid, 1u);
+
+    // Transfer fields that break the IdleRecord invariants are dropped and counted too: a
+    // transfer that started after the wait ended, bytes without a start, a start without bytes,
+    // a negative start.
+    struct TransferCase {
+        int64_t transfer_start_ns;
+        uint64_t transfer_bytes;
+    };
+    for (const TransferCase tc : {TransferCase{21, 4096}, TransferCase{0, 4096},
+                                  TransferCase{12, 0}, TransferCase{-3, 4096}}) {
+        image = pristine;
+        poke<int64_t>(image, idle + offsetof(IdleRecord, transfer_start_ns), tc.transfer_start_ns);
+        poke<uint64_t>(image, idle + offsetof(IdleRecord, transfer_bytes), tc.transfer_bytes);
+        auto rt = ChannelReader::fromImage(image.data(), image.size());
+        ASSERT_TRUE(rt.isOk());
+        ReadCursor ct;
+        auto ot = rt.value().readObservedSince(ct);
+        ASSERT_TRUE(ot.isOk());
+        EXPECT_TRUE(ot.value().records.empty()) << tc.transfer_start_ns;
+        EXPECT_EQ(ot.value().invalid, 1u) << tc.transfer_start_ns;
+    }
+    // The pristine record itself reads back with its transfer.
+    auto r5 = ChannelReader::fromImage(pristine.data(), pristine.size());
+    ASSERT_TRUE(r5.isOk());
+    ReadCursor c5;
+    auto o5 = r5.value().readObservedSince(c5);
+    ASSERT_TRUE(o5.isOk());
+    ASSERT_EQ(o5.value().records.size(), 1u);
+    EXPECT_EQ(o5.value().records[0].transfer_start_ns, 12);
+    EXPECT_EQ(o5.value().records[0].transfer_bytes, 4096u);
 
     // A state block whose seq is stuck odd reads as "writer busy", bounded.
     image = pristine;

@@ -45,6 +45,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check(observed.value().records.size() <= info.idle_capacity);
         for (const IdleInterval& i : observed.value().records) {
             check(i.end_ns >= i.start_ns);
+            // ABI v2 transfer fields: both unknown (0), or a start in (0, end_ns] with bytes.
+            // An unknown transfer is valid whatever the interval's times.
+            check((i.transfer_start_ns == 0) == (i.transfer_bytes == 0));
+            check(i.transfer_start_ns == 0 ||
+                  (i.transfer_start_ns > 0 && i.transfer_start_ns <= i.end_ns));
         }
     }
     // A cursor far ahead of the head must resync, not read out of bounds.
