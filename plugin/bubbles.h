@@ -30,9 +30,23 @@
 #include "atlas/recv_observer.h"
 #include "bubbletea/channel/channel_writer.h"
 #include "scheduler/bubble_predictor.h"
+#include "scheduler/open_wait_model.h"
 #include "scheduler/types.h"
 
 namespace atlas::plugin {
+
+// One finished GPU wait and, when seen, the transfer that ended it: the first data of the
+// awaited message arrived at transfer_start_ns (clamped to the wait's start when it was
+// already there) and the message is transfer_bytes long. Both 0: not seen (the comm closed,
+// or a zero-byte message).
+struct ObservedWait {
+    sched::Interval idle;
+    Nanos transfer_start_ns = 0;
+    uint64_t transfer_bytes = 0;
+};
+
+// The wait open now (start_ns == 0: none), with its transfer once its first data arrived.
+using OpenWait = ObservedWait;
 
 // Process-wide recorder of GPU-wait intervals. Producers: any thread (lock-free); consumer:
 // the publisher thread only.
@@ -46,12 +60,14 @@ class IdleRecorder {
 
     // `key` identifies one receive across comms (CommIdleObserver packs comm id + seq).
     void posted(uint64_t key, Nanos now_ns) noexcept;
+    // The first data of receive `key` (`bytes` long) arrived; kept if it leads the wait.
+    void arrived(uint64_t key, uint64_t bytes, Nanos now_ns) noexcept;
     void completed(uint64_t key, Nanos now_ns) noexcept;
     // `pending` receives of a closing comm will never complete.
     void abandoned(uint64_t comm_id, int64_t pending) noexcept;
 
     // Consumer side.
-    bool pop(sched::Interval* out) noexcept;
+    bool pop(ObservedWait* out) noexcept;
     uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
     int64_t outstanding() const noexcept { return outstanding_.load(std::memory_order_relaxed); }
     // Start of the interval open now, 0 when none. A hint read by the publisher: it may be a
@@ -60,19 +76,26 @@ class IdleRecorder {
         return leader_.load(std::memory_order_acquire) != 0 ? start_.load(std::memory_order_relaxed)
                                                             : 0;
     }
+    // The wait open now and its transfer, as consistent as one re-check of the leader makes
+    // it (a wait that ends meanwhile reads as none). A hint, like openSince().
+    OpenWait openWait() const noexcept;
 
   private:
-    void push(const sched::Interval& iv) noexcept;
+    void push(const ObservedWait& wait) noexcept;
 
     std::atomic<int64_t> outstanding_{0};
     // The receive that opened the current interval (key + 1; 0 = none) and when it did.
     std::atomic<uint64_t> leader_{0};
     std::atomic<Nanos> start_{0};
+    // The leader's first data: written by arrived() on the leader's engine thread, which also
+    // runs its completed(); reset by posted() before it publishes a new leader.
+    std::atomic<Nanos> transfer_start_{0};
+    std::atomic<uint64_t> transfer_bytes_{0};
 
     // Bounded multi-producer ring (per-slot sequence numbers).
     struct Slot {
         std::atomic<uint64_t> seq{0};
-        sched::Interval iv;
+        ObservedWait wait;
     };
     std::array<Slot, kCapacity> slots_{};
     std::atomic<uint64_t> tail_{0};  // next slot producers claim
@@ -87,6 +110,7 @@ class CommIdleObserver final : public RecvObserver {
     CommIdleObserver(IdleRecorder* recorder, uint64_t comm_id)
         : recorder_(recorder), comm_id_(comm_id) {}
     void posted(uint64_t seq, Nanos now_ns) noexcept override;
+    void arrived(uint64_t seq, uint64_t bytes, Nanos now_ns) noexcept override;
     void completed(uint64_t seq, Nanos now_ns) noexcept override;
     void closed(Nanos now_ns) noexcept override;
 
@@ -104,6 +128,8 @@ class CommIdleObserver final : public RecvObserver {
 struct BubbleConfig {
     std::string channel_name;  // resolved (see channel_name.h)
     sched::BubblePredictorConfig predictor;
+    // Ends of the open wait's window beyond its slot (scheduler/open_wait_model.h).
+    sched::OpenWaitConfig open_wait;
     Nanos publish_interval_ns = kNsPerMs;
     // Observed intervals kept to score predictions against (running coverage/precision).
     size_t accuracy_history = 256;
@@ -132,6 +158,8 @@ class BubblePublisher {
                     Logger log, channel::ChannelWriter writer);
     void run();
     void recordObserved(const sched::Interval& observed);
+    // Drains finished waits from the recorder into the channel and the models.
+    void drain();
 
     BubbleConfig config_;
     IdleRecorder* recorder_;
@@ -139,10 +167,19 @@ class BubblePublisher {
     Logger log_;
     channel::ChannelWriter writer_;
     sched::BubblePredictor predictor_;
+    sched::OpenWaitModel open_wait_;
 
     std::vector<sched::PredictedWindow> predicted_;    // scratch
     std::vector<channel::PredictedWindow> published_;  // last published set
-    std::vector<sched::Interval> windows_history_;     // published windows, for scoring
+    // Committed windows, for scoring: a window counts from its start or, if it was first
+    // published after that (an open wait's window), from then; keyed by its start, so a
+    // window whose end moved is one entry.
+    struct Committed {
+        Nanos window_start = 0;
+        sched::Interval in_force;
+    };
+    std::vector<Committed> committed_;
+    Nanos published_at_ = 0;  // when published_ went out
     std::vector<sched::Interval> observed_history_;
     Nanos busy_ns_ = 0, idle_ns_ = 0, first_ns_ = 0, last_end_ns_ = 0;
     uint64_t last_dropped_ = 0;

@@ -467,6 +467,9 @@ void CommCore::attach(Stream& s) {
         }
         st.total = s.frame.total;
         st.total_known = true;
+        if (observer_ != nullptr) {
+            observer_->arrived(seq, st.total, params_.clock->nowNs());
+        }
     } else if (s.frame.total != st.total) {
         fail({Code::kRemote, "inconsistent size for message " + std::to_string(seq)});
         return;

@@ -12,6 +12,7 @@
 #include "bubbletea/tools/commands.h"
 #include "bubbletea/tools/timeline.h"
 #include "scheduler/bubble_predictor.h"
+#include "scheduler/open_wait_model.h"
 
 namespace atlas::bubbletea::tools {
 namespace {
@@ -31,6 +32,9 @@ std::vector<FlagSpec> replayFlags() {
         {"no-confirm-open", false, "",
          "windows stand as predicted (default: in force once their interval opens, as the "
          "plugin does)"},
+        {"slots-only", false, "",
+         "open windows from the predictor's slots alone (default: also from the open wait's "
+         "transfer, where the recording has it, and its elapsed time, as the plugin does)"},
         {"publish-us", true, "US", "publish tick (default 1000, as the plugin)"},
         {"out", true, "PREFIX",
          "also write the replayed timeline: PREFIX.json and PREFIX.trace.json (Perfetto)"},
@@ -45,7 +49,9 @@ std::vector<FlagSpec> replayFlags() {
 // prediction sets with those the publisher would have published, and the observed intervals'
 // iteration numbers with the ones it would have given them (the recorded ones come from the
 // recorded run's detector, and stats delimits iterations with them).
-void replayChannel(ChannelTimeline& c, const sched::BubblePredictorConfig& pc, Nanos tick_ns) {
+// open_wait == nullptr: windows from the slots alone.
+void replayChannel(ChannelTimeline& c, const sched::BubblePredictorConfig& pc,
+                   const sched::OpenWaitConfig* open_wait, Nanos tick_ns) {
     std::vector<RecordedSet>& sets = c.sets;
     sets.clear();
     if (c.observed.empty()) {
@@ -56,6 +62,8 @@ void replayChannel(ChannelTimeline& c, const sched::BubblePredictorConfig& pc, N
     std::stable_sort(byEnd.begin(), byEnd.end(),
                      [](const auto& a, const auto& b) { return a.end_ns < b.end_ns; });
     sched::BubblePredictor predictor(pc);
+    sched::OpenWaitModel open_wait_model(open_wait != nullptr ? *open_wait
+                                                              : sched::OpenWaitConfig{});
     std::vector<sched::PredictedWindow> predicted;
     std::vector<channel::PredictedWindow> last;
     size_t next = 0;
@@ -69,19 +77,31 @@ void replayChannel(ChannelTimeline& c, const sched::BubblePredictorConfig& pc, N
                 est.locked()
                     ? static_cast<uint64_t>(std::max<int64_t>(0, est.cycleOf(byEnd[next].start_ns)))
                     : channel::kUnknownIteration;
-            (void)predictor.observe({byEnd[next].start_ns, byEnd[next].end_ns});
+            const channel::IdleInterval& iv = byEnd[next];
+            (void)predictor.observe({iv.start_ns, iv.end_ns});
+            open_wait_model.learn(
+                {iv.start_ns, iv.end_ns, iv.transfer_start_ns, iv.transfer_bytes});
         }
-        // The plugin's recorder knows the interval that is open now; here it is the one
-        // that began by now and ends later (intervals never overlap).
-        Nanos open = 0;
+        // The plugin's recorder knows the interval that is open now, and its transfer once
+        // the first data arrived; here it is the one that began by now and ends later
+        // (intervals never overlap).
+        sched::TransferWait open;
         for (size_t k = next; k < byEnd.size(); ++k) {
             if (byEnd[k].start_ns <= now) {
-                open = byEnd[k].start_ns;
+                open.start_ns = byEnd[k].start_ns;
+                if (byEnd[k].transfer_start_ns != 0 && byEnd[k].transfer_start_ns <= now) {
+                    open.transfer_start_ns = byEnd[k].transfer_start_ns;
+                    open.transfer_bytes = byEnd[k].transfer_bytes;
+                }
                 break;
             }
         }
-        predictor.noteOpen(open);
-        (void)predictor.predict(now, &predicted);
+        predictor.noteOpen(open.start_ns);
+        const sched::PredictionStatus status = predictor.predict(now, &predicted);
+        if (open_wait != nullptr && status == sched::PredictionStatus::kOk && pc.confirm_open) {
+            sched::completeOpenWindow(open_wait_model, open, pc.guard_ns, now,
+                                      predictor.period(now).cycleOf(open.start_ns), &predicted);
+        }
         std::vector<channel::PredictedWindow> windows;
         windows.reserve(predicted.size());
         for (const auto& p : predicted) {
@@ -160,10 +180,12 @@ int cmdReplay(int argc, char** argv) {
     if (!timeline.isOk()) {
         return fail("replay", timeline.status().message());
     }
+    const sched::OpenWaitConfig open_wait_config;  // the plugin's
     nlohmann::json reports = nlohmann::json::array();
     Timeline replayed = timeline.value();
     for (ChannelTimeline& c : replayed.channels) {
-        replayChannel(c, pc, tick.value() * kNsPerUs);
+        replayChannel(c, pc, a.has("slots-only") ? nullptr : &open_wait_config,
+                      tick.value() * kNsPerUs);
         const ChannelReport r = analyzeChannel(c, replayed.to_ns, static_cast<int>(skip.value()));
         if (a.has("json")) {
             reports.push_back(reportToJson(r));

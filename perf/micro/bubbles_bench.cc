@@ -1,7 +1,7 @@
 // Cost of the plugin's bubble measurement on the receive path (docs/bubbles.md): what one WAN
 // receive adds when the observer is on, i.e. the clock reads the transport takes for it plus
-// CommIdleObserver::posted()/completed(), and the publisher's pop of the finished interval.
-// Compare with the time per message in atlas-net-perf to get the overhead fraction.
+// CommIdleObserver::posted()/arrived()/completed(), and the publisher's pop of the finished
+// interval. Compare with the time per message in atlas-net-perf to get the overhead fraction.
 #include <benchmark/benchmark.h>
 
 #include "atlas/common/clock.h"
@@ -16,9 +16,10 @@ void BM_ObservedReceive(benchmark::State& state) {
     CommIdleObserver observer(&recorder, 1);
     const Clock& clock = MonotonicClock::instance();
     uint64_t seq = 0;
-    sched::Interval iv;
+    ObservedWait iv;
     for (auto _ : state) {
         observer.posted(seq, clock.nowNs());
+        observer.arrived(seq, 1 << 20, clock.nowNs());
         observer.completed(seq, clock.nowNs());
         ++seq;
         benchmark::DoNotOptimize(recorder.pop(&iv));
@@ -34,12 +35,13 @@ void BM_ObservedReceiveBurst8(benchmark::State& state) {
     CommIdleObserver observer(&recorder, 1);
     const Clock& clock = MonotonicClock::instance();
     uint64_t seq = 0;
-    sched::Interval iv;
+    ObservedWait iv;
     for (auto _ : state) {
         for (int i = 0; i < 8; ++i) {
             observer.posted(seq + i, clock.nowNs());
         }
         for (int i = 0; i < 8; ++i) {
+            observer.arrived(seq + i, 1 << 20, clock.nowNs());
             observer.completed(seq + i, clock.nowNs());
         }
         seq += 8;

@@ -15,12 +15,13 @@ namespace atlas::plugin {
 namespace {
 
 constexpr Nanos kMs = kNsPerMs;
+constexpr uint64_t kMiB = 1 << 20;
 
 std::vector<sched::Interval> drain(IdleRecorder& r) {
     std::vector<sched::Interval> out;
-    sched::Interval iv;
-    while (r.pop(&iv)) {
-        out.push_back(iv);
+    ObservedWait w;
+    while (r.pop(&w)) {
+        out.push_back(w.idle);
     }
     return out;
 }
@@ -39,6 +40,41 @@ TEST(IdleRecorder, IntervalRunsFromFirstPostToThatReceivesData) {
     EXPECT_EQ(got[0], (sched::Interval{100, 300}));
     EXPECT_EQ(got[1], (sched::Interval{400, 450}));
     EXPECT_EQ(r.outstanding(), 0);
+}
+
+TEST(IdleRecorder, KeepsTheTransferOfTheReceiveThatLeadsTheWait) {
+    IdleRecorder r;
+    CommIdleObserver a(&r, 1);
+    a.posted(0, 100);
+    a.posted(1, 110);
+    a.arrived(1, 4096, 120);  // a prefetch's data: not what the GPU waits for
+    OpenWait open = r.openWait();
+    EXPECT_EQ(open.idle.start_ns, 100);
+    EXPECT_EQ(open.transfer_start_ns, 0);
+    a.arrived(0, 1 << 20, 200);
+    open = r.openWait();
+    EXPECT_EQ(open.transfer_start_ns, 200);
+    EXPECT_EQ(open.transfer_bytes, 1u << 20);
+    a.completed(0, 250);
+    a.completed(1, 260);
+    ObservedWait w;
+    ASSERT_TRUE(r.pop(&w));
+    EXPECT_EQ(w.idle, (sched::Interval{100, 250}));
+    EXPECT_EQ(w.transfer_start_ns, 200);
+    EXPECT_EQ(w.transfer_bytes, 1u << 20);
+    EXPECT_FALSE(r.pop(&w));
+    EXPECT_EQ(r.openWait().idle.start_ns, 0) << "no wait is open";
+
+    // The next wait starts without a transfer; data stamped before the wait (another
+    // thread's clock read) counts from the wait's start.
+    a.posted(2, 300);
+    EXPECT_EQ(r.openWait().transfer_start_ns, 0);
+    a.arrived(2, 64, 290);
+    EXPECT_EQ(r.openWait().transfer_start_ns, 300);
+    a.completed(2, 310);
+    ASSERT_TRUE(r.pop(&w));
+    EXPECT_EQ(w.transfer_start_ns, 300);
+    EXPECT_EQ(w.transfer_bytes, 64u);
 }
 
 TEST(IdleRecorder, MergesAcrossCommsAndForgetsClosedOnes) {
@@ -107,13 +143,14 @@ TEST(IdleRecorder, OverflowDropsAndCounts) {
 }
 
 class PublisherTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         name_ = "/atlas-test-bubbles-" + std::to_string(::getpid()) + "-" +
                 ::testing::UnitTest::GetInstance()->current_test_info()->name();
         BubbleConfig cfg;
         cfg.channel_name = name_;
         cfg.predictor.guard_ns = 1 * kMs;
+        configure(cfg);
         auto p = BubblePublisher::manual(cfg, &rec_, clock_, Logger());
         ASSERT_TRUE(p.isOk()) << p.status().toString();
         pub_ = std::move(p.value());
@@ -121,13 +158,18 @@ protected:
         ASSERT_TRUE(r.isOk()) << r.status().toString();
         reader_ = std::make_unique<channel::ChannelReader>(std::move(r.value()));
     }
-    // One training iteration of 100 ms with two receive waits (fill and drain bubbles).
+    virtual void configure(BubbleConfig&) {}
+    static Nanos iterationStart(int k) { return 1000 * kMs + k * 100 * kMs; }
+    // One training iteration of 100 ms with two receive waits (fill and drain bubbles), each
+    // ended by a 1 MiB transfer whose first data arrives 10 ms before its end.
     void iteration(int k) {
-        const Nanos base = 1000 * kMs + k * 100 * kMs;
+        const Nanos base = iterationStart(k);
         obs_.posted(seq_, base + 5 * kMs);
+        obs_.arrived(seq_, kMiB, base + 20 * kMs);
         clock_.set(base + 30 * kMs);
         obs_.completed(seq_++, base + 30 * kMs);
         obs_.posted(seq_, base + 60 * kMs);
+        obs_.arrived(seq_, kMiB, base + 70 * kMs);
         clock_.set(base + 80 * kMs);
         obs_.completed(seq_++, base + 80 * kMs);
         pub_->step();
@@ -194,6 +236,44 @@ TEST_F(PublisherTest, PauseWithdrawsPredictions) {
     auto preds = reader_->readPredictions();
     ASSERT_TRUE(preds.isOk());
     EXPECT_TRUE(preds->windows.empty()) << "stale predictions must be withdrawn";
+}
+
+// As the plugin runs it: windows go into force when their wait is seen to begin.
+class ConfirmedPublisherTest : public PublisherTest {
+  protected:
+    void configure(BubbleConfig& cfg) override { cfg.predictor.confirm_open = true; }
+    // The open window of the latest prediction set (end 0: none).
+    channel::PredictedWindow openWindow() {
+        auto preds = reader_->readPredictions();
+        EXPECT_TRUE(preds.isOk());
+        for (const auto& w : preds->windows) {
+            if (w.source == channel::WindowSource::kPredictorOpen) {
+                return w;
+            }
+        }
+        return {};
+    }
+};
+
+TEST_F(ConfirmedPublisherTest, OpenWindowEndsWhenItsTransferWillHaveLanded) {
+    for (int k = 0; k < 30; ++k) {
+        iteration(k);
+    }
+    ASSERT_EQ(reader_->readState()->state, channel::PredictorState::kPredicting);
+    // The fill wait of the next iteration opens; its window ends with the slot's 25 ms.
+    const Nanos base = iterationStart(30);
+    obs_.posted(seq_, base + 5 * kMs);
+    clock_.set(base + 6 * kMs);
+    pub_->step();
+    EXPECT_EQ(openWindow().end_ns, base + 29 * kMs);
+    // The sender is late (its link was granted to another pipeline first): the data starts
+    // arriving 20 ms later than usual, and the wait ends 10 ms (1 MiB) after that.
+    obs_.arrived(seq_, kMiB, base + 40 * kMs);
+    clock_.set(base + 41 * kMs);
+    pub_->step();
+    const channel::PredictedWindow w = openWindow();
+    EXPECT_EQ(w.start_ns, base + 6 * kMs);
+    EXPECT_EQ(w.end_ns, base + 49 * kMs) << "first data + 10 ms per MiB - 1 ms guard";
 }
 
 }  // namespace
