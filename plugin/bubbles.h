@@ -70,14 +70,9 @@ class IdleRecorder {
     bool pop(ObservedWait* out) noexcept;
     uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
     int64_t outstanding() const noexcept { return outstanding_.load(std::memory_order_relaxed); }
-    // Start of the interval open now, 0 when none. A hint read by the publisher: it may be a
-    // tick stale, which costs at most that tick of a window.
-    Nanos openSince() const noexcept {
-        return leader_.load(std::memory_order_acquire) != 0 ? start_.load(std::memory_order_relaxed)
-                                                            : 0;
-    }
-    // The wait open now and its transfer, as consistent as one re-check of the leader makes
-    // it (a wait that ends meanwhile reads as none). A hint, like openSince().
+    // The wait open now (start 0: none) and its transfer, as consistent as one re-check of
+    // the leader makes it (a wait that ends meanwhile reads as none). A hint read by the
+    // publisher: it may be a tick stale, which costs at most that tick of a window.
     OpenWait openWait() const noexcept;
 
   private:
