@@ -112,21 +112,46 @@ TEST(IdleRecorder, ConcurrentProducersLoseNothingUntilFull) {
             }
             for (int i = 0; i < kPer; ++i) {
                 o.posted(static_cast<uint64_t>(i), i * 10);
+                o.arrived(static_cast<uint64_t>(i), kMiB, i * 10 + 2);
                 o.completed(static_cast<uint64_t>(i), i * 10 + 5);
             }
         });
     }
+    // The publisher's view of the open wait, read while the producers run.
+    std::atomic<bool> done{false};
+    int torn_open = 0;
+    std::thread watcher([&] {
+        while (!done.load()) {
+            const OpenWait w = r.openWait();
+            const bool known = w.transfer_start_ns != 0;
+            if (known != (w.transfer_bytes != 0) || (known && w.transfer_bytes != kMiB)) {
+                ++torn_open;
+            }
+        }
+    });
     for (auto& t : ts) {
         t.join();
     }
-    auto got = drain(r);
-    // Threads interleave, so several posts can share one interval; each interval is valid and
-    // nothing was dropped or torn.
-    EXPECT_GE(got.size(), static_cast<size_t>(kPer));
-    EXPECT_LE(got.size(), static_cast<size_t>(kThreads * kPer));
-    for (const auto& iv : got) {
-        EXPECT_LE(iv.start_ns, iv.end_ns);
+    done.store(true);
+    watcher.join();
+    EXPECT_EQ(torn_open, 0);
+    ObservedWait w;
+    size_t got = 0;
+    // Threads interleave, so several posts can share one interval; each interval is valid, its
+    // transfer (when its leader's arrived) lies inside it, and nothing was dropped or torn.
+    while (r.pop(&w)) {
+        ++got;
+        EXPECT_LE(w.idle.start_ns, w.idle.end_ns);
+        if (w.transfer_start_ns != 0) {
+            EXPECT_EQ(w.transfer_bytes, kMiB);
+            EXPECT_GE(w.transfer_start_ns, w.idle.start_ns);
+            EXPECT_LE(w.transfer_start_ns, w.idle.end_ns);
+        } else {
+            EXPECT_EQ(w.transfer_bytes, 0u);
+        }
     }
+    EXPECT_GE(got, static_cast<size_t>(kPer));
+    EXPECT_LE(got, static_cast<size_t>(kThreads * kPer));
     EXPECT_EQ(r.dropped(), 0u);
     EXPECT_EQ(r.outstanding(), 0);
 }
