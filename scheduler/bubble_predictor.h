@@ -5,10 +5,11 @@
 // a fill and a drain bubble under GPipe, and several small ones under 1F1B). Each slot has an
 // offset from the iteration start and a duration.
 //  - Period and phase: an owned PeriodDetector fed with the start of every observed interval.
-//  - Slots: each observed interval is folded onto the period (offset from the detector's
-//    anchor) and joins the slot within +-tolerance*P, or opens a new one. A slot keeps its
-//    last slot_history samples; its offset is their median, its duration a low quantile
-//    (duration_quantile) because precision matters more than coverage to BubbleTea.
+//  - Slots: an observed interval joins the slot that followed the previous interval's slot
+//    after the same compute gap before (the sequence), else the slot its phase on the period
+//    is within +-tolerance*P of, or opens a new one. A slot keeps its last slot_history
+//    samples; its offset is their median, its duration a low quantile (duration_quantile)
+//    because precision matters more than coverage to BubbleTea.
 //  - Alignment: predictions are placed relative to the observations of the last iteration
 //    (the mean of their implied iteration starts), not the detector's anchor alone, so a
 //    late or early iteration shifts the predictions with it.
@@ -119,6 +120,10 @@ class BubblePredictor {
         Nanos offset = 0;  // start offset from the iteration start (unwrapped near the slot)
         Nanos duration = 0;
         int64_t cycle = 0;
+        // Where it came in the sequence: the id of the slot the interval before it joined
+        // (0: none within a period) and the time from that interval's end to its start.
+        uint64_t pred = 0;
+        Nanos lead = 0;
     };
     struct Slot {
         std::vector<Sample> samples;  // ring of slot_history
@@ -126,8 +131,10 @@ class BubblePredictor {
         size_t count = 0;
         Nanos offset = 0;    // median sample offset
         Nanos duration = 0;  // duration_quantile of sample durations
+        Nanos max_duration = 0;
         int64_t first_cycle = 0;
         int64_t last_cycle = 0;
+        uint64_t id = 0;  // unique while the predictor lives, never 0
     };
     struct Observation {
         Nanos start_ns = 0;
@@ -141,8 +148,8 @@ class BubblePredictor {
     void relearnAbove(Nanos min_period_ns);
     // The slot an interval starting at start_ns belongs to (slots_.size() when none), the
     // phase it was matched on and its iteration. length_ns < 0: still open (see lengthFits).
-    // by_order: when nothing is near, also try the slot that follows the previous interval's.
-    // Pure.
+    // by_order: when nothing is near, also try the slot that follows the previous interval's
+    // whatever the gap. Pure.
     struct Match {
         size_t slot = 0;
         Nanos phase = 0;
@@ -152,8 +159,20 @@ class BubblePredictor {
                 bool by_order = false) const;
     // How near a slot's offset an interval's phase must be to join it (see the config).
     Nanos slotTolerance(Nanos period_ns) const;
+    // The slot with the most samples that came after the previous interval's slot
+    // (chain_slot_id_) with a length like length_ns (lengthFitsSample) and, if match_lead, a
+    // lead (previous end to start) within tol_ns of lead_ns: at least min_slot_samples of
+    // them, and the slot not filled yet in the iteration cycle_of(slot) says. slots_.size()
+    // when none.
+    template <typename CycleOf>
+    size_t bySequence(Nanos lead_ns, bool match_lead, Nanos tol_ns, Nanos length_ns,
+                      CycleOf cycle_of) const;
     // length_ns < 0: an interval still open, open for -length_ns - 1 so far.
     static bool lengthFits(Nanos length_ns, const Slot& slot);
+    // The same for one sample, tighter (within tol_ns or a quarter; an open interval: not
+    // outlasted it): a sequence match rests on few samples, and a 1 ms wait must not take a
+    // 100 ms bubble's place in it.
+    static bool lengthFitsSample(Nanos length_ns, Nanos sample_ns, Nanos tol_ns);
     // The predicted duration of the slot's bubble once it has lasted elapsed_ns.
     Nanos durationGiven(const Slot& slot, Nanos elapsed_ns) const;
     // For an interval match() placed nowhere: the slot it belongs to if the whole pattern
@@ -176,15 +195,18 @@ class BubblePredictor {
     int64_t latest_cycle_ = INT64_MIN / 2;  // newest iteration with an observation
     Nanos last_start_ns_ = 0;
     Nanos last_end_ns_ = 0;
-    // The previous interval's start and the offset of the slot it joined (the chain phase
-    // reference of assign()); invalid after a rebuild.
     Nanos open_start_ns_ = 0;
     std::array<Interval, 4> unmatched_{};  // ring: recent intervals no slot matched
     size_t unmatched_next_ = 0;
     size_t unmatched_count_ = 0;
+    // The previous interval: its start and end, and the offset and id of the slot it joined
+    // (the chain and sequence references of match()); invalid after a rebuild.
     bool chain_valid_ = false;
     Nanos chain_start_ns_ = 0;
+    Nanos chain_end_ns_ = 0;
     Nanos chain_offset_ = 0;
+    uint64_t chain_slot_id_ = 0;
+    uint64_t next_slot_id_ = 1;
     bool have_observation_ = false;
     std::vector<Nanos> scratch_;
 };

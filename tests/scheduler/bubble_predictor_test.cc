@@ -260,14 +260,20 @@ TEST(BubblePredictorTest, KeepsBubblesTensOfMsApartAtLongPeriods) {
             EXPECT_EQ(p.slotCount(), 8u);
         }
     }
-    // The reason for the cap: without it the close bubbles share slots.
-    Rng rng(1);
-    Trace t = generate(spec, 60, kNsPerSec, rng);
-    BubblePredictorConfig uncapped;
-    uncapped.slot_tolerance_max_ns = spec.period_ns;
-    BubblePredictor p(uncapped);
-    (void)runLive(p, t.observed, kNsPerSec, t.end_ns);
-    EXPECT_LT(p.slotCount(), 8u);
+    // The reason for the cap: without it the close bubbles can share slots. The sequence
+    // match keeps most runs apart even then, so this needs the seeds where phase alone
+    // decided a bubble's first slot.
+    size_t merged = 0;
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+        Rng rng(seed);
+        Trace t = generate(spec, 60, kNsPerSec, rng);
+        BubblePredictorConfig uncapped;
+        uncapped.slot_tolerance_max_ns = spec.period_ns;
+        BubblePredictor p(uncapped);
+        (void)runLive(p, t.observed, kNsPerSec, t.end_ns);
+        merged += p.slotCount() < 8u ? 1 : 0;
+    }
+    EXPECT_GE(merged, 1u);
 }
 
 // GPipe stage 1 of atlas-pipeline-bench on a WAN, as recorded from the plugin: the burst of
@@ -421,6 +427,189 @@ TEST(BubblePredictorTest, OpenWaitAfterAShiftedBubbleTakesTheNextSlotInOrder) {
     ASSERT_NE(w, nullptr);
     EXPECT_EQ(w->start_ns, open + 1 * kMs);
     EXPECT_EQ(w->end_ns, open + 399 * kMs);
+}
+
+// Three bubbles 20 ms apart (end to start) behind a long wait (1F1B stage 1 on a WAN: two
+// 1 ms waits, then a 270 ms one). When that wait runs 13 ms long, every bubble after it
+// moves 13 ms: by phase the first 1 ms wait then lands on the second's slot, the second on
+// the long one's, and the long wait finds its slot filled and gets no window. By the sequence
+// (which slot came before, and the compute time since its end) each keeps its own.
+TEST(BubblePredictorTest, SequenceKeepsCloseBubblesApartBehindAWaitThatRanLong) {
+    constexpr Nanos kLongP = 900 * kNsPerMs;
+    constexpr Nanos kMs = kNsPerMs;
+    BubblePredictorConfig cfg;
+    cfg.guard_ns = 1 * kMs;
+    cfg.confirm_open = true;
+    BubblePredictor p(cfg);
+    Rng rng(3);
+    auto iteration = [&](Nanos it0, Nanos extra) {
+        const auto jitter = static_cast<Nanos>(rng.uniform(-2.0, 2.0) * 1e6) + extra;
+        const Interval w{it0, it0 + 400 * kMs + jitter};
+        const Interval a{w.end_ns + 20 * kMs, w.end_ns + 21 * kMs};
+        const Interval b{a.end_ns + 20 * kMs, a.end_ns + 21 * kMs};
+        const Interval c{b.end_ns + 20 * kMs, b.end_ns + 290 * kMs};
+        return std::vector<Interval>{w, a, b, c};
+    };
+    Nanos it0 = 0;
+    for (int i = 0; i < 30; ++i) {
+        it0 = kNsPerSec + i * kLongP;
+        for (const Interval& iv : iteration(it0, 0)) {
+            ASSERT_TRUE(p.observe(iv).isOk());
+        }
+    }
+    const std::vector<Interval> late = iteration(it0 + kLongP, 13 * kMs);
+    std::vector<PredictedWindow> out;
+    for (size_t k = 0; k < late.size(); ++k) {
+        SCOPED_TRACE(k);
+        p.noteOpen(late[k].start_ns);
+        ASSERT_EQ(p.predict(late[k].start_ns + 200 * kNsPerUs, &out), PredictionStatus::kOk);
+        const PredictedWindow* w = openWindowIn(out);
+        if (k == 3) {
+            // The long wait: its window, from its start, as long as its bubble.
+            ASSERT_NE(w, nullptr);
+            EXPECT_EQ(w->start_ns, late[k].start_ns + 1 * kMs);
+            EXPECT_EQ(w->end_ns, late[k].start_ns + 269 * kMs);
+        } else if (k > 0 && w != nullptr) {
+            // A 1 ms wait: never the long bubble's window (it would claim 270 ms of work).
+            EXPECT_LE(w->end_ns, late[k].start_ns + 2 * kMs);
+        }
+        p.noteOpen(0);
+        ASSERT_TRUE(p.observe(late[k]).isOk());
+    }
+}
+
+// The same bubbles, but the second 1 ms wait lasts 8 ms this time, so the sequence (which
+// wants a like length) does not place it. Its phase from the detector's anchor carries the
+// 13 ms the long wait ran over and lands 8 ms from the 270 ms bubble's slot; its phase from
+// the previous bubble (the chain) carries none of it and is tried first.
+TEST(BubblePredictorTest, ChainPhaseComesBeforeTheAnchorPhase) {
+    constexpr Nanos kLongP = 900 * kNsPerMs;
+    constexpr Nanos kMs = kNsPerMs;
+    BubblePredictorConfig cfg;
+    cfg.guard_ns = 1 * kMs;
+    cfg.confirm_open = true;
+    BubblePredictor p(cfg);
+    Rng rng(3);
+    auto iteration = [&](Nanos it0, Nanos extra, Nanos b_len) {
+        const auto jitter = static_cast<Nanos>(rng.uniform(-2.0, 2.0) * 1e6) + extra;
+        const Interval w{it0, it0 + 400 * kMs + jitter};
+        const Interval a{w.end_ns + 20 * kMs, w.end_ns + 21 * kMs};
+        const Interval b{a.end_ns + 20 * kMs, a.end_ns + 20 * kMs + b_len};
+        const Interval c{b.end_ns + 20 * kMs, b.end_ns + 290 * kMs};
+        return std::vector<Interval>{w, a, b, c};
+    };
+    Nanos it0 = 0;
+    for (int i = 0; i < 30; ++i) {
+        it0 = kNsPerSec + i * kLongP;
+        for (const Interval& iv : iteration(it0, 0, 1 * kMs)) {
+            ASSERT_TRUE(p.observe(iv).isOk());
+        }
+    }
+    const std::vector<Interval> late = iteration(it0 + kLongP, 13 * kMs, 8 * kMs);
+    std::vector<PredictedWindow> out;
+    for (size_t k = 0; k < late.size(); ++k) {
+        SCOPED_TRACE(k);
+        p.noteOpen(late[k].start_ns);
+        ASSERT_EQ(p.predict(late[k].start_ns + 200 * kNsPerUs, &out), PredictionStatus::kOk);
+        const PredictedWindow* w = openWindowIn(out);
+        if (k == 3) {
+            // The long wait gets its window: the 8 ms one before it did not fill its slot.
+            ASSERT_NE(w, nullptr);
+            EXPECT_EQ(w->end_ns, late[k].start_ns + 269 * kMs);
+        }
+        p.noteOpen(0);
+        ASSERT_TRUE(p.observe(late[k]).isOk());
+    }
+}
+
+// A slot with a single sample (a stray wait of a disturbed iteration) is not predicted; when
+// an open wait lies nearer it than its own slot, it must still take its own slot, or it gets
+// no window.
+TEST(BubblePredictorTest, OpenWaitPrefersAPredictedSlotToANearerStrayOne) {
+    constexpr Nanos kLongP = 900 * kNsPerMs;
+    constexpr Nanos kMs = kNsPerMs;
+    BubblePredictorConfig cfg;
+    cfg.guard_ns = 1 * kMs;
+    cfg.confirm_open = true;
+    BubblePredictor p(cfg);
+    Nanos it0 = 0;
+    for (int i = 0; i < 30; ++i) {
+        it0 = kNsPerSec + i * kLongP;
+        ASSERT_TRUE(p.observe({it0, it0 + 300 * kMs}).isOk());
+        ASSERT_TRUE(p.observe({it0 + 500 * kMs, it0 + 505 * kMs}).isOk());
+        if (i == 25) {
+            // Once: a 2 ms wait 8 ms after the short bubble ended.
+            ASSERT_TRUE(p.observe({it0 + 513 * kMs, it0 + 515 * kMs}).isOk());
+        }
+    }
+    // The short bubble opens 8 ms late (its compute ran long): 8 ms from its own slot, 5 ms
+    // from the stray one.
+    const Nanos next = it0 + kLongP;
+    ASSERT_TRUE(p.observe({next, next + 300 * kMs}).isOk());
+    const Nanos open = next + 508 * kMs;
+    p.noteOpen(open);
+    std::vector<PredictedWindow> out;
+    ASSERT_EQ(p.predict(open + 1 * kMs, &out), PredictionStatus::kOk);
+    const PredictedWindow* w = openWindowIn(out);
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->start_ns, open + 1 * kMs);
+    EXPECT_EQ(w->end_ns, open + 4 * kMs);
+}
+
+// After a slow stretch of compute the long bubble opens 190 ms late, past every phase rule
+// (and past the quarter period of the offset order), but it still comes right after the last
+// short bubble: the slot that learned to follow that one gets the open window.
+TEST(BubblePredictorTest, OpenWaitAfterASlowStretchTakesTheSlotThatFollowsInSequence) {
+    constexpr Nanos kLongP = 700 * kNsPerMs;
+    constexpr Nanos kMs = kNsPerMs;
+    BubblePredictorConfig cfg;
+    cfg.guard_ns = 1 * kMs;
+    cfg.confirm_open = true;
+    BubblePredictor p(cfg);
+    Nanos it0 = 0;
+    for (int i = 0; i < 30; ++i) {
+        it0 = kNsPerSec + i * kLongP;
+        ASSERT_TRUE(p.observe({it0 + 20 * kMs, it0 + 210 * kMs}).isOk());
+        ASSERT_TRUE(p.observe({it0 + 230 * kMs, it0 + 231 * kMs}).isOk());
+        ASSERT_TRUE(p.observe({it0 + 251 * kMs, it0 + 252 * kMs}).isOk());
+        ASSERT_TRUE(p.observe({it0 + 272 * kMs, it0 + 273 * kMs}).isOk());
+    }
+    const Nanos open = it0 + kLongP + 210 * kMs;
+    p.noteOpen(open);
+    std::vector<PredictedWindow> out;
+    ASSERT_EQ(p.predict(open + 2 * kMs, &out), PredictionStatus::kOk);
+    const PredictedWindow* w = openWindowIn(out);
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->start_ns, open + 1 * kMs);
+    EXPECT_EQ(w->end_ns, open + 189 * kMs);
+}
+
+// An open wait that has outlasted every length of the slot it opened at is not that slot's
+// bubble: it moves to the long one next to it at once, not only once it has also outlasted
+// the slot's length slack (10 ms), which left the first 10 ms of such waits uncovered.
+TEST(BubblePredictorTest, OpenWaitMovesAsSoonAsItOutlastsItsSlot) {
+    constexpr Nanos kLongP = 900 * kNsPerMs;
+    constexpr Nanos kMs = kNsPerMs;
+    BubblePredictorConfig cfg;
+    cfg.guard_ns = 200 * kNsPerUs;
+    cfg.confirm_open = true;
+    BubblePredictor p(cfg);
+    Nanos it0 = 0;
+    for (int i = 0; i < 30; ++i) {
+        it0 = kNsPerSec + i * kLongP;
+        ASSERT_TRUE(p.observe({it0 + 100 * kMs, it0 + 101 * kMs}).isOk());
+        ASSERT_TRUE(p.observe({it0 + 121 * kMs, it0 + 321 * kMs}).isOk());
+        ASSERT_TRUE(p.observe({it0 + 500 * kMs, it0 + 600 * kMs}).isOk());
+    }
+    // The short bubble did not happen; the long one opened at the short one's phase.
+    const Nanos open = it0 + kLongP + 104 * kMs;
+    p.noteOpen(open);
+    std::vector<PredictedWindow> out;
+    ASSERT_EQ(p.predict(open + 3 * kMs, &out), PredictionStatus::kOk);
+    const PredictedWindow* w = openWindowIn(out);
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->start_ns, open + 200 * kNsPerUs);
+    EXPECT_EQ(w->end_ns, open + 200 * kMs - 200 * kNsPerUs);
 }
 
 TEST(BubblePredictorTest, RejectsMalformedIntervals) {
