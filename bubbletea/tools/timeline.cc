@@ -39,9 +39,7 @@ json windowJson(const PredictedWindow& w) {
 
 // An observed interval; the transfer fields only when known (nonzero), so recordings of
 // writers that do not report them stay as they were before ABI v2.
-json observedJson(const IdleInterval& i) {
-    json j = {
-        {"start_ns", i.start_ns}, {"end_ns", i.end_ns}, {"iteration", iterationJson(i.iteration)}};
+json withTransfer(json j, const IdleInterval& i) {
     if (i.transfer_start_ns != 0) {
         j["transfer_start_ns"] = i.transfer_start_ns;
     }
@@ -49,6 +47,12 @@ json observedJson(const IdleInterval& i) {
         j["transfer_bytes"] = i.transfer_bytes;
     }
     return j;
+}
+
+json observedJson(const IdleInterval& i) {
+    return withTransfer(
+        {{"start_ns", i.start_ns}, {"end_ns", i.end_ns}, {"iteration", iterationJson(i.iteration)}},
+        i);
 }
 
 // Absent transfer fields read as 0 (unknown): recordings made before ABI v2 still load.
@@ -63,14 +67,7 @@ IdleInterval observedFrom(const json& j) {
 }
 
 json observedArgs(const IdleInterval& i) {
-    json args = {{"iteration", iterationJson(i.iteration)}};
-    if (i.transfer_start_ns != 0) {
-        args["transfer_start_ns"] = i.transfer_start_ns;
-    }
-    if (i.transfer_bytes != 0) {
-        args["transfer_bytes"] = i.transfer_bytes;
-    }
-    return args;
+    return withTransfer({{"iteration", iterationJson(i.iteration)}}, i);
 }
 
 PredictedWindow windowFrom(const json& j) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "scheduler/interval_accuracy.h"
 #include "tests/scheduler/recorded_traces.h"
@@ -69,6 +70,15 @@ const PredictedWindow* openWindowIn(const std::vector<PredictedWindow>& windows)
     const auto it =
         std::find_if(windows.begin(), windows.end(), [](const auto& w) { return w.open; });
     return it == windows.end() ? nullptr : &*it;
+}
+
+// predict() at now_ns with the wait open since open_ns: its window, if it has one.
+std::optional<PredictedWindow> openWindowAt(BubblePredictor& p, Nanos open_ns, Nanos now_ns) {
+    p.noteOpen(open_ns);
+    std::vector<PredictedWindow> out;
+    EXPECT_EQ(p.predict(now_ns, &out), PredictionStatus::kOk);
+    const PredictedWindow* w = openWindowIn(out);
+    return w != nullptr ? std::optional(*w) : std::nullopt;
 }
 
 PatternSpec threeBubbles() {
@@ -391,11 +401,8 @@ TEST(BubblePredictorTest, OpenWaitOutlastingAShortSlotMovesToTheLongOne) {
     // The short bubble did not happen this time; the long one began 13 ms early, 8 ms from the
     // short one's slot.
     const Nanos open = it0 + kLongP + 108 * kNsPerMs;
-    p.noteOpen(open);
-    std::vector<PredictedWindow> out;
-    ASSERT_EQ(p.predict(open + 30 * kNsPerMs, &out), PredictionStatus::kOk);
-    const PredictedWindow* w = openWindowIn(out);
-    ASSERT_NE(w, nullptr);
+    const auto w = openWindowAt(p, open, open + 30 * kNsPerMs);
+    ASSERT_TRUE(w.has_value());
     EXPECT_EQ(w->start_ns, open + 1 * kNsPerMs);
     EXPECT_EQ(w->end_ns, open + 199 * kNsPerMs);
 }
@@ -420,11 +427,8 @@ TEST(BubblePredictorTest, OpenWaitAfterAShiftedBubbleTakesTheNextSlotInOrder) {
     }
     // The next iteration's first (400 ms) bubble opens 60 ms late.
     const Nanos open = it0 + kLongP + 60 * kMs;
-    p.noteOpen(open);
-    std::vector<PredictedWindow> out;
-    ASSERT_EQ(p.predict(open + 5 * kMs, &out), PredictionStatus::kOk);
-    const PredictedWindow* w = openWindowIn(out);
-    ASSERT_NE(w, nullptr);
+    const auto w = openWindowAt(p, open, open + 5 * kMs);
+    ASSERT_TRUE(w.has_value());
     EXPECT_EQ(w->start_ns, open + 1 * kMs);
     EXPECT_EQ(w->end_ns, open + 399 * kMs);
 }
@@ -547,11 +551,8 @@ TEST(BubblePredictorTest, OpenWaitPrefersAPredictedSlotToANearerStrayOne) {
     const Nanos next = it0 + kLongP;
     ASSERT_TRUE(p.observe({next, next + 300 * kMs}).isOk());
     const Nanos open = next + 508 * kMs;
-    p.noteOpen(open);
-    std::vector<PredictedWindow> out;
-    ASSERT_EQ(p.predict(open + 1 * kMs, &out), PredictionStatus::kOk);
-    const PredictedWindow* w = openWindowIn(out);
-    ASSERT_NE(w, nullptr);
+    const auto w = openWindowAt(p, open, open + 1 * kMs);
+    ASSERT_TRUE(w.has_value());
     EXPECT_EQ(w->start_ns, open + 1 * kMs);
     EXPECT_EQ(w->end_ns, open + 4 * kMs);
 }
@@ -575,11 +576,8 @@ TEST(BubblePredictorTest, OpenWaitAfterASlowStretchTakesTheSlotThatFollowsInSequ
         ASSERT_TRUE(p.observe({it0 + 272 * kMs, it0 + 273 * kMs}).isOk());
     }
     const Nanos open = it0 + kLongP + 210 * kMs;
-    p.noteOpen(open);
-    std::vector<PredictedWindow> out;
-    ASSERT_EQ(p.predict(open + 2 * kMs, &out), PredictionStatus::kOk);
-    const PredictedWindow* w = openWindowIn(out);
-    ASSERT_NE(w, nullptr);
+    const auto w = openWindowAt(p, open, open + 2 * kMs);
+    ASSERT_TRUE(w.has_value());
     EXPECT_EQ(w->start_ns, open + 1 * kMs);
     EXPECT_EQ(w->end_ns, open + 189 * kMs);
 }
@@ -603,11 +601,8 @@ TEST(BubblePredictorTest, OpenWaitMovesAsSoonAsItOutlastsItsSlot) {
     }
     // The short bubble did not happen; the long one opened at the short one's phase.
     const Nanos open = it0 + kLongP + 104 * kMs;
-    p.noteOpen(open);
-    std::vector<PredictedWindow> out;
-    ASSERT_EQ(p.predict(open + 3 * kMs, &out), PredictionStatus::kOk);
-    const PredictedWindow* w = openWindowIn(out);
-    ASSERT_NE(w, nullptr);
+    const auto w = openWindowAt(p, open, open + 3 * kMs);
+    ASSERT_TRUE(w.has_value());
     EXPECT_EQ(w->start_ns, open + 200 * kNsPerUs);
     EXPECT_EQ(w->end_ns, open + 200 * kMs - 200 * kNsPerUs);
 }
