@@ -81,6 +81,24 @@ std::optional<PredictedWindow> openWindowAt(BubblePredictor& p, Nanos open_ns, N
     return w != nullptr ? std::optional(*w) : std::nullopt;
 }
 
+// A confirm_open predictor (guard_ns) after 30 iterations of period_ns from t = 1 s, each with
+// the idle intervals bubbles_ms ({start, end} in ms from the iteration start).
+BubblePredictor trainedOnOpen(Nanos period_ns,
+                              std::initializer_list<std::pair<int, int>> bubbles_ms,
+                              Nanos guard_ns) {
+    BubblePredictorConfig cfg;
+    cfg.guard_ns = guard_ns;
+    cfg.confirm_open = true;
+    BubblePredictor p(cfg);
+    for (int i = 0; i < 30; ++i) {
+        const Nanos it0 = kNsPerSec + i * period_ns;
+        for (const auto& [start, end] : bubbles_ms) {
+            EXPECT_TRUE(p.observe({it0 + start * kNsPerMs, it0 + end * kNsPerMs}).isOk());
+        }
+    }
+    return p;
+}
+
 PatternSpec threeBubbles() {
     // Fill bubble, a wait between forward and backward, drain bubble.
     PatternSpec spec;
@@ -387,17 +405,8 @@ TEST(BubblePredictorTest, OpenWindowEndFollowsTheElapsedWait) {
 // 200 ms one).
 TEST(BubblePredictorTest, OpenWaitOutlastingAShortSlotMovesToTheLongOne) {
     constexpr Nanos kLongP = 900 * kNsPerMs;
-    BubblePredictorConfig cfg;
-    cfg.guard_ns = 1 * kNsPerMs;
-    cfg.confirm_open = true;
-    BubblePredictor p(cfg);
-    Nanos it0 = 0;
-    for (int i = 0; i < 30; ++i) {
-        it0 = kNsPerSec + i * kLongP;
-        ASSERT_TRUE(p.observe({it0 + 100 * kNsPerMs, it0 + 101 * kNsPerMs}).isOk());
-        ASSERT_TRUE(p.observe({it0 + 121 * kNsPerMs, it0 + 321 * kNsPerMs}).isOk());
-        ASSERT_TRUE(p.observe({it0 + 500 * kNsPerMs, it0 + 600 * kNsPerMs}).isOk());
-    }
+    BubblePredictor p = trainedOnOpen(kLongP, {{100, 101}, {121, 321}, {500, 600}}, 1 * kNsPerMs);
+    const Nanos it0 = kNsPerSec + 29 * kLongP;
     // The short bubble did not happen this time; the long one began 13 ms early, 8 ms from the
     // short one's slot.
     const Nanos open = it0 + kLongP + 108 * kNsPerMs;
@@ -563,18 +572,9 @@ TEST(BubblePredictorTest, OpenWaitPrefersAPredictedSlotToANearerStrayOne) {
 TEST(BubblePredictorTest, OpenWaitAfterASlowStretchTakesTheSlotThatFollowsInSequence) {
     constexpr Nanos kLongP = 700 * kNsPerMs;
     constexpr Nanos kMs = kNsPerMs;
-    BubblePredictorConfig cfg;
-    cfg.guard_ns = 1 * kMs;
-    cfg.confirm_open = true;
-    BubblePredictor p(cfg);
-    Nanos it0 = 0;
-    for (int i = 0; i < 30; ++i) {
-        it0 = kNsPerSec + i * kLongP;
-        ASSERT_TRUE(p.observe({it0 + 20 * kMs, it0 + 210 * kMs}).isOk());
-        ASSERT_TRUE(p.observe({it0 + 230 * kMs, it0 + 231 * kMs}).isOk());
-        ASSERT_TRUE(p.observe({it0 + 251 * kMs, it0 + 252 * kMs}).isOk());
-        ASSERT_TRUE(p.observe({it0 + 272 * kMs, it0 + 273 * kMs}).isOk());
-    }
+    BubblePredictor p =
+        trainedOnOpen(kLongP, {{20, 210}, {230, 231}, {251, 252}, {272, 273}}, 1 * kMs);
+    const Nanos it0 = kNsPerSec + 29 * kLongP;
     const Nanos open = it0 + kLongP + 210 * kMs;
     const auto w = openWindowAt(p, open, open + 2 * kMs);
     ASSERT_TRUE(w.has_value());
@@ -588,17 +588,8 @@ TEST(BubblePredictorTest, OpenWaitAfterASlowStretchTakesTheSlotThatFollowsInSequ
 TEST(BubblePredictorTest, OpenWaitMovesAsSoonAsItOutlastsItsSlot) {
     constexpr Nanos kLongP = 900 * kNsPerMs;
     constexpr Nanos kMs = kNsPerMs;
-    BubblePredictorConfig cfg;
-    cfg.guard_ns = 200 * kNsPerUs;
-    cfg.confirm_open = true;
-    BubblePredictor p(cfg);
-    Nanos it0 = 0;
-    for (int i = 0; i < 30; ++i) {
-        it0 = kNsPerSec + i * kLongP;
-        ASSERT_TRUE(p.observe({it0 + 100 * kMs, it0 + 101 * kMs}).isOk());
-        ASSERT_TRUE(p.observe({it0 + 121 * kMs, it0 + 321 * kMs}).isOk());
-        ASSERT_TRUE(p.observe({it0 + 500 * kMs, it0 + 600 * kMs}).isOk());
-    }
+    BubblePredictor p = trainedOnOpen(kLongP, {{100, 101}, {121, 321}, {500, 600}}, 200 * kNsPerUs);
+    const Nanos it0 = kNsPerSec + 29 * kLongP;
     // The short bubble did not happen; the long one opened at the short one's phase.
     const Nanos open = it0 + kLongP + 104 * kMs;
     const auto w = openWindowAt(p, open, open + 3 * kMs);
