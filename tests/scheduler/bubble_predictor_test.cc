@@ -99,6 +99,18 @@ BubblePredictor trainedOnOpen(Nanos period_ns,
     return p;
 }
 
+// Feeds `waits` as the plugin sees them: each opens, predict() runs 200 us later and
+// check(k, its open window) judges it, then the wait ends and is observed.
+template <typename Check>
+void feedOpenByOpen(BubblePredictor& p, const std::vector<Interval>& waits, Check check) {
+    for (size_t k = 0; k < waits.size(); ++k) {
+        SCOPED_TRACE(k);
+        check(k, openWindowAt(p, waits[k].start_ns, waits[k].start_ns + 200 * kNsPerUs));
+        p.noteOpen(0);
+        ASSERT_TRUE(p.observe(waits[k]).isOk());
+    }
+}
+
 PatternSpec threeBubbles() {
     // Fill bubble, a wait between forward and backward, drain bubble.
     PatternSpec spec;
@@ -471,24 +483,17 @@ TEST(BubblePredictorTest, SequenceKeepsCloseBubblesApartBehindAWaitThatRanLong) 
         }
     }
     const std::vector<Interval> late = iteration(it0 + kLongP, 13 * kMs);
-    std::vector<PredictedWindow> out;
-    for (size_t k = 0; k < late.size(); ++k) {
-        SCOPED_TRACE(k);
-        p.noteOpen(late[k].start_ns);
-        ASSERT_EQ(p.predict(late[k].start_ns + 200 * kNsPerUs, &out), PredictionStatus::kOk);
-        const PredictedWindow* w = openWindowIn(out);
+    feedOpenByOpen(p, late, [&](size_t k, const std::optional<PredictedWindow>& w) {
         if (k == 3) {
             // The long wait: its window, from its start, as long as its bubble.
-            ASSERT_NE(w, nullptr);
+            ASSERT_TRUE(w.has_value());
             EXPECT_EQ(w->start_ns, late[k].start_ns + 1 * kMs);
             EXPECT_EQ(w->end_ns, late[k].start_ns + 269 * kMs);
-        } else if (k > 0 && w != nullptr) {
+        } else if (k > 0 && w.has_value()) {
             // A 1 ms wait: never the long bubble's window (it would claim 270 ms of work).
             EXPECT_LE(w->end_ns, late[k].start_ns + 2 * kMs);
         }
-        p.noteOpen(0);
-        ASSERT_TRUE(p.observe(late[k]).isOk());
-    }
+    });
 }
 
 // The same bubbles, but the second 1 ms wait lasts 8 ms this time, so the sequence (which
@@ -519,20 +524,13 @@ TEST(BubblePredictorTest, ChainPhaseComesBeforeTheAnchorPhase) {
         }
     }
     const std::vector<Interval> late = iteration(it0 + kLongP, 13 * kMs, 8 * kMs);
-    std::vector<PredictedWindow> out;
-    for (size_t k = 0; k < late.size(); ++k) {
-        SCOPED_TRACE(k);
-        p.noteOpen(late[k].start_ns);
-        ASSERT_EQ(p.predict(late[k].start_ns + 200 * kNsPerUs, &out), PredictionStatus::kOk);
-        const PredictedWindow* w = openWindowIn(out);
+    feedOpenByOpen(p, late, [&](size_t k, const std::optional<PredictedWindow>& w) {
         if (k == 3) {
             // The long wait gets its window: the 8 ms one before it did not fill its slot.
-            ASSERT_NE(w, nullptr);
+            ASSERT_TRUE(w.has_value());
             EXPECT_EQ(w->end_ns, late[k].start_ns + 269 * kMs);
         }
-        p.noteOpen(0);
-        ASSERT_TRUE(p.observe(late[k]).isOk());
-    }
+    });
 }
 
 // A slot with a single sample (a stray wait of a disturbed iteration) is not predicted; when
