@@ -5,6 +5,8 @@
 #include <span>
 #include <string>
 
+#include "scheduler/quantile.h"
+
 namespace atlas::sched {
 
 namespace {
@@ -24,15 +26,6 @@ Nanos floorMod(Nanos a, Nanos b) {
 // "No iteration seen yet"; far from overflow when slot_history is added or subtracted.
 constexpr int64_t kNoCycle = INT64_MIN / 2;
 constexpr uint64_t kNoEpoch = ~0ull;
-
-// The q-quantile (q in [0, 1]) of a slot's durations, the predictor's one rule for it: the
-// element at floor(q * (n - 1)) in sorted order. Reorders `values`; it must not be empty.
-Nanos durationQuantile(std::span<Nanos> values, double q) {
-    const auto k = static_cast<size_t>(std::floor(q * static_cast<double>(values.size() - 1)));
-    const auto it = values.begin() + static_cast<ptrdiff_t>(k);
-    std::nth_element(values.begin(), it, values.end());
-    return *it;
-}
 
 // Rounds a/b to the nearest integer (b > 0).
 int64_t roundDiv(Nanos a, Nanos b) {
@@ -207,7 +200,7 @@ void BubblePredictor::refresh(Slot& slot) {
         scratch_.push_back(slot.samples[i].duration);
     }
     slot.max_duration = *std::max_element(scratch_.begin(), scratch_.end());
-    slot.duration = durationQuantile(scratch_, config_.duration_quantile);
+    slot.duration = lowerQuantile(std::span(scratch_), config_.duration_quantile);
 }
 
 BubblePredictor::Match BubblePredictor::match(Nanos start_ns, Nanos length_ns,
@@ -412,7 +405,7 @@ Nanos BubblePredictor::durationGiven(const Slot& slot, Nanos elapsed_ns) const {
         return slot.duration;
     }
     return std::max(slot.duration,
-                    durationQuantile(std::span(longer.data(), n), config_.duration_quantile));
+                    lowerQuantile(std::span(longer.data(), n), config_.duration_quantile));
 }
 
 BubblePredictor::Match BubblePredictor::resync(const Interval& idle,

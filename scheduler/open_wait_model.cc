@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
+
+#include "scheduler/quantile.h"
 
 namespace atlas::sched {
 
@@ -51,10 +54,7 @@ double OpenWaitModel::quantileAbove(const Ring& ring, double above) const {
     if (n == 0) {
         return 0;
     }
-    const auto k = static_cast<size_t>(std::floor(config_.quantile * static_cast<double>(n - 1)));
-    const auto it = scratch_.begin() + static_cast<ptrdiff_t>(k);
-    std::nth_element(scratch_.begin(), it, scratch_.begin() + static_cast<ptrdiff_t>(n));
-    return *it;
+    return lowerQuantile(std::span(scratch_.data(), n), config_.quantile);
 }
 
 Nanos OpenWaitModel::transferEnd(const TransferWait& open, Nanos now_ns) const {
