@@ -28,7 +28,7 @@
 #include "atlas/common/log.h"
 #include "atlas/common/status.h"
 #include "atlas/recv_observer.h"
-#include "bubbletea/channel/channel_writer.h"
+#include "channel/channel_writer.h"
 #include "scheduler/bubble_predictor.h"
 #include "scheduler/open_wait_model.h"
 #include "scheduler/types.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "atlas/common/clock.h"
-#include "bubbletea/channel/channel_name.h"
+#include "channel/channel_name.h"
 #include "plugin/bubbles.h"
 #include "plugin/devices.h"
 #include "plugin/log.h"

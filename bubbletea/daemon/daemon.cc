@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "bubbletea/channel/channel_name.h"
+#include "channel/channel_name.h"
 #include "bubbletea/daemon/api.h"
 #include "bubbletea/daemon/engine_profile.h"
 #include "bubbletea/daemon/http_client.h"

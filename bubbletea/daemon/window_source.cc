@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "bubbletea/channel/channel_reader.h"
+#include "channel/channel_reader.h"
 
 namespace atlas::bubbletea {
 namespace {

@@ -3,7 +3,7 @@
 // A window is a time interval [start_ns, end_ns) on CLOCK_MONOTONIC during which the GPU is
 // predicted idle, so prefill may run there. Three sources:
 //   - channel:    the predictions the NCCL plugin publishes on this GPU's bubble channel
-//                 (bubbletea/channel). While the predictor is not in kPredicting (learning,
+//                 (channel/). While the predictor is not in kPredicting (learning,
 //                 period lost, idle, disabled), or the channel is missing or its writer gone,
 //                 the plan is empty and marked withdrawn: no prefill runs.
 //   - duty cycle: standalone mode without a training job: windows of `open_ns` at the start

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "atlas/common/clock.h"
-#include "bubbletea/channel/channel_types.h"
+#include "channel/channel_types.h"
 #include "scheduler/types.h"
 
 namespace atlas::bubbletea::tools {

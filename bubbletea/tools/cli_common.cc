@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "atlas/bubble_channel.h"
-#include "bubbletea/channel/channel_name.h"
+#include "channel/channel_name.h"
 
 namespace atlas::bubbletea::tools {
 

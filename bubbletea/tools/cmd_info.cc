@@ -8,7 +8,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "bubbletea/channel/channel_reader.h"
+#include "channel/channel_reader.h"
 #include "bubbletea/tools/cli_common.h"
 #include "bubbletea/tools/commands.h"
 

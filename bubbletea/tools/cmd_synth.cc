@@ -1,7 +1,7 @@
 // `synth`: a synthetic periodic writer (see synth.h for the exact trace and its ground truth).
 #include <cstdio>
 
-#include "bubbletea/channel/channel_writer.h"
+#include "channel/channel_writer.h"
 #include "bubbletea/tools/cli_common.h"
 #include "bubbletea/tools/commands.h"
 #include "bubbletea/tools/synth.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "atlas/common/clock.h"
-#include "bubbletea/channel/channel_reader.h"
+#include "channel/channel_reader.h"
 #include "bubbletea/tools/timeline.h"
 
 namespace atlas::bubbletea::tools {

@@ -18,8 +18,8 @@
 
 #include "atlas/common/clock.h"
 #include "atlas/common/status.h"
-#include "bubbletea/channel/channel_types.h"
-#include "bubbletea/channel/channel_writer.h"
+#include "channel/channel_types.h"
+#include "channel/channel_writer.h"
 
 namespace atlas::bubbletea::tools {
 

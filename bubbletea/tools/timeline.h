@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "atlas/common/status.h"
-#include "bubbletea/channel/channel_types.h"
+#include "channel/channel_types.h"
 #include "bubbletea/tools/bubble_analysis.h"
 #include "scheduler/interval_accuracy.h"
 

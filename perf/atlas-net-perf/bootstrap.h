@@ -13,7 +13,7 @@
 
 #include "atlas/common/status.h"
 #include "perf/atlas-net-perf/options.h"
-#include "tests/abi/harness.h"
+#include "plugin_host/plugin_host.h"
 
 namespace atlas::netperf {
 

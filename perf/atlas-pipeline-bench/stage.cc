@@ -15,7 +15,7 @@
 
 #include "perf/atlas-pipeline-bench/control.h"
 #include "perf/atlas-pipeline-bench/schedule.h"
-#include "tests/abi/harness.h"
+#include "plugin_host/plugin_host.h"
 
 namespace atlas::pipebench {
 namespace {

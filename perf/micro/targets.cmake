@@ -1,6 +1,6 @@
 # Each component appends its atlas_add_microbench(...) call here.
 atlas_add_microbench(engine_bench SOURCES engine_bench.cc LIBS atlas::engine)  # bubbletea CPU prefill engine
 atlas_add_microbench(striper_bench SOURCES striper_bench.cc LIBS atlas::transport)
-atlas_add_microbench(bench_bubble_channel SOURCES ${PROJECT_SOURCE_DIR}/bubbletea/channel/bench/bubble_channel_bench.cc LIBS atlas::bubble_channel)  # bubble channel writer/reader hot paths
+atlas_add_microbench(bench_bubble_channel SOURCES ${PROJECT_SOURCE_DIR}/channel/bench/bubble_channel_bench.cc LIBS atlas::bubble_channel)  # bubble channel writer/reader hot paths
 atlas_add_microbench(scheduler_bench SOURCES scheduler_bench.cc LIBS atlas::scheduler)  # link policy decisions, bubble predictor, period detector
 atlas_add_microbench(bubbles_bench SOURCES bubbles_bench.cc LIBS atlas::plugin_internal)  # plugin bubble measurement per receive

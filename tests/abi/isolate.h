@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "tests/abi/harness.h"
+#include "plugin_host/plugin_host.h"
 
 namespace atlas::abi {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tests/abi/harness.h"
+#include "plugin_host/plugin_host.h"
 
 namespace atlas::abi {
 

@@ -11,7 +11,7 @@
 #include "arbiter/protocol.h"
 #include "plugin/wan/admission.h"
 #include "plugin/wan/arbiter_client.h"
-#include "tests/abi/harness.h"
+#include "plugin_host/plugin_host.h"
 #include "tests/arbiter/test_util.h"
 #include "tests/transport/loopback_util.h"
 

@@ -13,7 +13,7 @@
 
 #include "plugin/wan/shm_arbiter.h"
 #include "plugin/wan/shm_layout.h"
-#include "tests/abi/harness.h"
+#include "plugin_host/plugin_host.h"
 #include "tests/arbiter/test_util.h"
 
 namespace atlas::plugin::wan {

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <future>
 
-#include "bubbletea/channel/channel_writer.h"
+#include "channel/channel_writer.h"
 #include "bubbletea/daemon/cost_model.h"
 #include "bubbletea/daemon/null_engine.h"
 #include "bubbletea/engine/model_writer.h"

@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-#include "bubbletea/channel/channel_writer.h"
+#include "channel/channel_writer.h"
 
 namespace atlas::bubbletea {
 namespace {

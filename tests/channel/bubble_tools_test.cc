@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "bubbletea/channel/channel_writer.h"
+#include "channel/channel_writer.h"
 #include "bubbletea/tools/args.h"
 #include "bubbletea/tools/bubble_analysis.h"
 #include "bubbletea/tools/recorder.h"

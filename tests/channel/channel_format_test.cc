@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "atlas/bubble_channel.h"
-#include "bubbletea/channel/channel_name.h"
-#include "bubbletea/channel/channel_types.h"
+#include "channel/channel_name.h"
+#include "channel/channel_types.h"
 
 namespace atlas::channel {
 namespace {

@@ -19,8 +19,8 @@
 #include <gtest/gtest.h>
 
 #include "atlas/common/clock.h"
-#include "bubbletea/channel/channel_reader.h"
-#include "bubbletea/channel/channel_writer.h"
+#include "channel/channel_reader.h"
+#include "channel/channel_writer.h"
 #include "tests/channel/channel_test_util.h"
 
 namespace atlas::channel {

@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "bubbletea/channel/channel_reader.h"
-#include "bubbletea/channel/channel_writer.h"
+#include "channel/channel_reader.h"
+#include "channel/channel_writer.h"
 #include "tests/channel/channel_test_util.h"
 
 namespace atlas::channel {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "bubbletea/channel/channel_reader.h"
+#include "channel/channel_reader.h"
 
 namespace {
 

@@ -8,10 +8,10 @@ atlas_add_fuzzer(fuzz_safetensors SOURCES ${PROJECT_SOURCE_DIR}/tests/bubbletea/
 target_include_directories(fuzz_safetensors PRIVATE ${PROJECT_SOURCE_DIR})
 atlas_add_fuzzer(fuzz_transport_wire SOURCES fuzz_transport_wire.cc LIBS atlas::transport)
 # bubble channel reader validation (segment images); reader sources compiled in so libFuzzer instruments them
-atlas_add_fuzzer(fuzz_bubble_channel SOURCES ${PROJECT_SOURCE_DIR}/tests/channel/fuzz_bubble_channel.cc ${PROJECT_SOURCE_DIR}/bubbletea/channel/channel_reader.cc ${PROJECT_SOURCE_DIR}/bubbletea/channel/segment.cc ${PROJECT_SOURCE_DIR}/bubbletea/channel/channel_name.cc ${PROJECT_SOURCE_DIR}/bubbletea/channel/channel_types.cc LIBS atlas::common REPLAY_LIBS atlas::bubble_channel)
+atlas_add_fuzzer(fuzz_bubble_channel SOURCES ${PROJECT_SOURCE_DIR}/tests/channel/fuzz_bubble_channel.cc ${PROJECT_SOURCE_DIR}/channel/channel_reader.cc ${PROJECT_SOURCE_DIR}/channel/segment.cc ${PROJECT_SOURCE_DIR}/channel/channel_name.cc ${PROJECT_SOURCE_DIR}/channel/channel_types.cc LIBS atlas::common REPLAY_LIBS atlas::bubble_channel)
 target_include_directories(fuzz_bubble_channel PRIVATE ${PROJECT_SOURCE_DIR})
 # atlas-net-perf: bootstrap frames/plans from the peer and the CLI grammar (sources compiled in so libFuzzer instruments them)
-atlas_add_fuzzer(fuzz_net_perf_parse SOURCES ${PROJECT_SOURCE_DIR}/tests/abi/fuzz_net_perf_parse.cc ${PROJECT_SOURCE_DIR}/perf/atlas-net-perf/options.cc ${PROJECT_SOURCE_DIR}/perf/atlas-net-perf/bootstrap.cc ${PROJECT_SOURCE_DIR}/tests/abi/harness.cc ${PROJECT_SOURCE_DIR}/tests/abi/harness_process.cc LIBS atlas::common nlohmann_json::nlohmann_json ${CMAKE_DL_LIBS} REPLAY_LIBS atlas_net_perf_core atlas_abi_harness)
+atlas_add_fuzzer(fuzz_net_perf_parse SOURCES ${PROJECT_SOURCE_DIR}/tests/abi/fuzz_net_perf_parse.cc ${PROJECT_SOURCE_DIR}/perf/atlas-net-perf/options.cc ${PROJECT_SOURCE_DIR}/perf/atlas-net-perf/bootstrap.cc ${PROJECT_SOURCE_DIR}/plugin_host/plugin_host.cc ${PROJECT_SOURCE_DIR}/plugin_host/plugin_host_process.cc LIBS atlas::common nlohmann_json::nlohmann_json ${CMAKE_DL_LIBS} REPLAY_LIBS atlas_net_perf_core atlas::plugin_host)
 target_include_directories(fuzz_net_perf_parse PRIVATE ${PROJECT_SOURCE_DIR})
 # plugin: ATLAS_* value parsers, ATLAS_SOCKET_IFNAME matcher, sysfs speed (sources compiled in so libFuzzer instruments them)
 atlas_add_fuzzer(fuzz_plugin_params SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/fuzz_plugin_params.cc ${PROJECT_SOURCE_DIR}/plugin/params.cc ${PROJECT_SOURCE_DIR}/plugin/devices.cc LIBS atlas::common REPLAY_LIBS atlas::plugin_internal)

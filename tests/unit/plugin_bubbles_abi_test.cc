@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "bubbletea/channel/channel_reader.h"
+#include "channel/channel_reader.h"
 #include "plugin/log.h"
 #include "plugin/net_impl.h"
 #include "plugin/tables.h"

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "bubbletea/channel/channel_reader.h"
+#include "channel/channel_reader.h"
 #include "plugin/bubbles.h"
 
 namespace atlas::plugin {

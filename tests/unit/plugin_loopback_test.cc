@@ -1,7 +1,7 @@
 // The ABI layer over the real transport on 127.0.0.1 (ctest label `loopback`): listen/
 // connect/accept through the v11 table, regMr on live comms, irecv with the optional-
 // completion sentinel, test() with and without sizes, and finalize while comms are open.
-// The dlopen harness in tests/abi covers the built .so; this covers the internal library.
+// The dlopen host (plugin_host/, tests/abi) covers the built .so; this covers the internal library.
 #include <gtest/gtest.h>
 
 #include <chrono>

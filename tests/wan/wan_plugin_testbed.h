@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "atlas/common/status.h"
-#include "tests/abi/harness.h"
+#include "plugin_host/plugin_host.h"
 #include "tests/abi/isolate.h"
 
 namespace atlas::wanem::test {

@@ -1,4 +1,4 @@
-// Value types of the bubble channel API (bubbletea/channel). These are what the writer takes
+// Value types of the bubble channel API (channel/). These are what the writer takes
 // and the reader returns; the shared-memory representation is in atlas/bubble_channel.h.
 // Plain copyable structs, no invariants beyond the ones noted; times are CLOCK_MONOTONIC ns.
 #pragma once

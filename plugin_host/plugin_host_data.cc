@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "tests/abi/harness.h"
+#include "plugin_host/plugin_host.h"
 
 namespace atlas::abi {
 

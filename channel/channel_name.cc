@@ -1,4 +1,4 @@
-#include "bubbletea/channel/channel_name.h"
+#include "channel/channel_name.h"
 
 #include <dirent.h>
 

@@ -1,4 +1,4 @@
-// Internal to bubbletea/channel: the slot seqlock (protocol M2 in atlas/bubble_channel.h)
+// Internal to channel/: the slot seqlock (protocol M2 in atlas/bubble_channel.h)
 // shared by the window and idle rings. Writer side is wait-free (a fixed number of stores);
 // reader side copies one slot once and says whether the copy is the record it asked for.
 #pragma once

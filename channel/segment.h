@@ -1,4 +1,4 @@
-// Internal to bubbletea/channel: owning a POSIX shm mapping, and validating a segment image
+// Internal to channel/: owning a POSIX shm mapping, and validating a segment image
 // against the ABI. Not part of the public API (the writer and reader headers are).
 #pragma once
 

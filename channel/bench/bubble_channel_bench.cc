@@ -12,8 +12,8 @@
 
 #include <benchmark/benchmark.h>
 
-#include "bubbletea/channel/channel_reader.h"
-#include "bubbletea/channel/channel_writer.h"
+#include "channel/channel_reader.h"
+#include "channel/channel_writer.h"
 
 namespace {
 

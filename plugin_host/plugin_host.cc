@@ -1,5 +1,5 @@
 // Loading the plugin, the version adapters (v8..v11 -> NetApi), errors, logging, time.
-#include "tests/abi/harness.h"
+#include "plugin_host/plugin_host.h"
 
 #include <dlfcn.h>
 #include <sched.h>

@@ -4,10 +4,10 @@
 // request for back-pressure, test() polls). Only the ABI headers in include/atlas/nccl are used;
 // nothing from plugin/ or transport/ is linked.
 //
-// Users: the ABI tests (tests/abi) and atlas-net-perf (perf/atlas-net-perf). This library has
-// no GoogleTest dependency; tests/abi/isolate.h holds the gtest glue. Sources: harness.cc
-// (loading, version adapters, errors, logging), harness_data.cc (buffers, Endpoint, comm setup,
-// data movement), harness_process.cc (fd I/O, child processes, environment, resources).
+// Users: the ABI tests (tests/abi), atlas-net-perf and atlas-pipeline-bench. This library has
+// no GoogleTest dependency; tests/abi/isolate.h holds the gtest glue. Sources: plugin_host.cc
+// (loading, version adapters, errors, logging), plugin_host_data.cc (buffers, Endpoint, comm setup,
+// data movement), plugin_host_process.cc (fd I/O, child processes, environment, resources).
 //
 // Threads: nothing here starts threads. A NetApi may be shared by threads as far as the plugin
 // allows (NCCL calls it from several threads); the helpers that take a comm must be used by one

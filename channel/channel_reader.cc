@@ -1,4 +1,4 @@
-#include "bubbletea/channel/channel_reader.h"
+#include "channel/channel_reader.h"
 
 #include <unistd.h>
 
@@ -9,8 +9,8 @@
 #include <new>
 #include <utility>
 
-#include "bubbletea/channel/channel_name.h"
-#include "bubbletea/channel/seqlock.h"
+#include "channel/channel_name.h"
+#include "channel/seqlock.h"
 
 namespace atlas::channel {
 

@@ -1,4 +1,4 @@
-#include "bubbletea/channel/segment.h"
+#include "channel/segment.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -22,8 +22,8 @@
 #include "atlas/bubble_channel.h"
 #include "atlas/common/clock.h"
 #include "atlas/common/status.h"
-#include "bubbletea/channel/channel_types.h"
-#include "bubbletea/channel/segment.h"
+#include "channel/channel_types.h"
+#include "channel/segment.h"
 
 namespace atlas::channel {
 

@@ -1,4 +1,4 @@
-#include "bubbletea/channel/channel_types.h"
+#include "channel/channel_types.h"
 
 #include <cmath>
 #include <limits>

@@ -16,7 +16,7 @@
 #include <set>
 #include <sstream>
 
-#include "tests/abi/harness.h"
+#include "plugin_host/plugin_host.h"
 
 namespace atlas::abi {
 

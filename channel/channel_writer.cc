@@ -1,4 +1,4 @@
-#include "bubbletea/channel/channel_writer.h"
+#include "channel/channel_writer.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -8,8 +8,8 @@
 #include <csignal>
 #include <utility>
 
-#include "bubbletea/channel/channel_name.h"
-#include "bubbletea/channel/seqlock.h"
+#include "channel/channel_name.h"
+#include "channel/seqlock.h"
 
 namespace atlas::channel {
 
