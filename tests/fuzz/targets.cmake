@@ -26,3 +26,6 @@ atlas_add_fuzzer(fuzz_arbiter_protocol SOURCES ${PROJECT_SOURCE_DIR}/tests/arbit
 target_include_directories(fuzz_arbiter_protocol PRIVATE ${PROJECT_SOURCE_DIR})
 atlas_add_fuzzer(fuzz_arbiter_shm SOURCES ${PROJECT_SOURCE_DIR}/tests/arbiter/fuzz_arbiter_shm.cc ${PROJECT_SOURCE_DIR}/plugin/wan/shm_layout.cc LIBS atlas::common REPLAY_LIBS atlas::plugin_internal)
 target_include_directories(fuzz_arbiter_shm PRIVATE ${PROJECT_SOURCE_DIR})
+# transport: the sealed-frame decoder (seal sources compiled in so libFuzzer instruments them)
+atlas_add_fuzzer(fuzz_transport_seal SOURCES ${PROJECT_SOURCE_DIR}/tests/transport/fuzz_transport_seal.cc ${PROJECT_SOURCE_DIR}/transport/seal.cc ${PROJECT_SOURCE_DIR}/transport/seal_stream.cc ${PROJECT_SOURCE_DIR}/transport/wire.cc LIBS atlas::common OpenSSL::Crypto REPLAY_LIBS atlas::transport)
+target_include_directories(fuzz_transport_seal PRIVATE ${PROJECT_SOURCE_DIR})

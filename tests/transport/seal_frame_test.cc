@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 #include <string>
@@ -479,6 +481,27 @@ TEST(SealResend, ReopenRecoversAStoredFrameForResealingOnAnotherStream) {
         reopen(s, kC2L, kH, where[2], {store[2].data(), kH + 32}, {store[2].data() + kH + 32, 24});
     EXPECT_EQ(st.code(), Code::kInternal);
     EXPECT_NE(st.message().find("corrupted"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- fuzz seeds
+
+// The fuzz target's stream-mode seeds were sealed once and committed: that they still open is a
+// known-answer test of the whole schedule (labels, nonce layout, frame layout), and keeps the
+// seeds useful. If the wire format changes on purpose, regenerate them.
+TEST(SealFuzzSeeds, CommittedSealedStreamsStillOpenWholly) {
+    for (const char* name : {"stream_whole", "stream_pieces_rekey"}) {
+        SCOPED_TRACE(name);
+        std::ifstream f(
+            std::string(ATLAS_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_transport_seal/" + name,
+            std::ios::binary);
+        ASSERT_TRUE(f.good());
+        std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)),
+                                   std::istreambuf_iterator<char>());
+        const testing::StreamDecode d = testing::openStreamInput(bytes);
+        EXPECT_TRUE(d.status.isOk()) << d.status.toString();
+        EXPECT_EQ(d.consumed, bytes.size() - testing::kStreamPreamble);
+        EXPECT_GE(d.frames, 3u);
+    }
 }
 
 }  // namespace

@@ -88,4 +88,47 @@ inline Status openFromWire(StreamOpener& o, std::span<uint8_t> bytes,
     return Status::ok();
 }
 
+// ---- fuzz input, stream mode (tests/transport/fuzz_transport_seal.cc): the bytes one stream
+// delivers, after a 3-byte preamble: [0] mode (even), [1] piece size / 61 (0 = whole payload),
+// [2] frames_per_key (0 = the default). Frames carry 32-byte wire::FrameHeaders.
+constexpr size_t kStreamPreamble = 3;
+
+inline Limits streamInputLimits(uint8_t selector) {
+    Limits l;
+    if (selector != 0) {
+        l.frames_per_key = selector;
+    }
+    return l;
+}
+
+struct StreamDecode {
+    size_t frames = 0;    // opened and authenticated
+    size_t consumed = 0;  // bytes of those frames
+    Status status;        // why decoding stopped (OK: the input ended at a frame boundary)
+};
+
+// The receiver's loop over one stream: opens frames until the bytes end or one fails.
+inline StreamDecode openStreamInput(std::span<const uint8_t> input) {
+    StreamDecode d;
+    if (input.size() < kStreamPreamble) {
+        return d;
+    }
+    auto rx = StreamOpener::create(testSecrets(), Direction::kConnectorToListener, 1,
+                                   wire::kFrameHeaderBytes, streamInputLimits(input[2]));
+    const std::vector<size_t> pieces = {static_cast<size_t>(input[1]) * 61};
+    std::vector<uint8_t> bytes(input.begin() + kStreamPreamble, input.end());
+    std::span<uint8_t> rest(bytes);
+    while (!rest.empty()) {
+        size_t used = 0;
+        d.status = openFromWire(*rx, rest, std::nullopt, pieces, &used);
+        if (!d.status.isOk()) {
+            break;
+        }
+        ++d.frames;
+        d.consumed += used;
+        rest = rest.subspan(used);
+    }
+    return d;
+}
+
 }  // namespace atlas::transport::seal::testing
