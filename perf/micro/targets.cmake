@@ -4,3 +4,4 @@ atlas_add_microbench(striper_bench SOURCES striper_bench.cc LIBS atlas::transpor
 atlas_add_microbench(bench_bubble_channel SOURCES ${PROJECT_SOURCE_DIR}/channel/bench/bubble_channel_bench.cc LIBS atlas::bubble_channel)  # bubble channel writer/reader hot paths
 atlas_add_microbench(scheduler_bench SOURCES scheduler_bench.cc LIBS atlas::scheduler)  # link policy decisions, bubble predictor, period detector
 atlas_add_microbench(bubbles_bench SOURCES bubbles_bench.cc LIBS atlas::plugin_internal)  # plugin bubble measurement per receive
+atlas_add_microbench(seal_bench SOURCES seal_bench.cc LIBS atlas::transport OpenSSL::Crypto)  # frame sealing vs bare EVP AES-256-GCM, per core
