@@ -175,13 +175,14 @@ TEST(SealFrame, FlippingAnyBitOfAnyByteFailsWithTheRegionsError) {
 TEST(SealFrame, FailureIsStickyUntilANewEpoch) {
     const SessionSecrets s = testSecrets();
     Ends e = ends(s);
-    auto bad = sealToWire(e.tx, header(1, 8), pattern(8, 1));
+    const auto good = sealToWire(e.tx, header(1, 8), pattern(8, 1));
+    auto bad = good;
     bad[3] ^= 4;
     const Status first = openWhole(e.rx, bad, 8);
     ASSERT_EQ(e.rx.error(), SealError::kHeaderTag);
-    // Even a well-formed next frame is refused: the stream's sequence is broken.
-    auto good = sealToWire(e.tx, header(2, 8), pattern(8, 2));
+    // Even the genuine frame is refused now: the stream's sequence is broken.
     Status again = openWhole(e.rx, good, 8);
+    EXPECT_FALSE(again.isOk());
     EXPECT_EQ(again.message(), first.message());
     ASSERT_TRUE(e.tx.restart(1).isOk());
     ASSERT_TRUE(e.rx.restart(1).isOk());
@@ -296,6 +297,19 @@ TEST(SealRekey, FrameLimitStartsANewKeyBothEndsFollow) {
         EXPECT_EQ(e.tx.generation(), i / 3);
         auto ws = sealToWire(stale.tx, header(i, 20), p);
         EXPECT_EQ(w == ws, i < 3) << "frame " << i << " must be under key " << i / 3;
+        // White box: the header is sealed under key(generation i/3) at frame i%3.
+        auto key = s.trafficKey(kC2L, 1, 0, i / 3);
+        auto gcm = Gcm::create(false);
+        ASSERT_TRUE(key.isOk() && gcm.isOk());
+        ASSERT_TRUE(gcm->setKey(*key).isOk());
+        ASSERT_TRUE(gcm->begin(makeIv(1, 0, i % 3, 0), {}).isOk());
+        std::vector<uint8_t> hdr(w.begin(), w.begin() + kH);
+        ASSERT_TRUE(gcm->update(hdr.data(), hdr.data(), kH).isOk());
+        Tag tag;
+        std::memcpy(tag.data(), w.data() + kH, kTagBytes);
+        EXPECT_TRUE(*gcm->finishOpen(tag)) << "frame " << i;
+        const auto want = header(i, 20);
+        EXPECT_EQ(0, std::memcmp(hdr.data(), want.data(), kH)) << "frame " << i;
         ASSERT_TRUE(openWhole(e.rx, w, 20).isOk()) << i;
         if (i <= 3) {
             EXPECT_EQ(openWhole(*late, w, 20).isOk(), i < 3) << i;
