@@ -130,8 +130,9 @@ void BM_Evp(benchmark::State& state) {
     report(state, n);
 }
 
+// 8 bytes: the per-frame cost alone (NCCL's small messages); then the three sizes.
 void sizes(benchmark::internal::Benchmark* b, std::vector<int64_t> second) {
-    for (int64_t n : {4096, 65536, 524288}) {
+    for (int64_t n : {8, 4096, 65536, 524288}) {
         for (int64_t s : second) {
             b->Args({n, s});
         }
