@@ -64,8 +64,9 @@ using Tag = std::array<uint8_t, kTagBytes>;
 // never be reflected back to its sender.
 enum class Direction : uint8_t { kConnectorToListener = 0, kListenerToConnector = 1 };
 
-// Why a seal operation failed. Every failing call returns a non-OK Status and leaves this in
-// error() of the stream object; the kind is also what the transport counts.
+// Why a seal operation failed. Every failing call of a stream object returns a non-OK Status
+// and leaves this in its error(); the kind is also what the transport counts. (kBadKey comes
+// only from SessionSecrets::derive(), as its Status.)
 enum class SealError : uint8_t {
     kNone = 0,
     kBadKey,            // Code::kInvalidUsage: no key material (encryption needs ATLAS_AUTH_KEY)
