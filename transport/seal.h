@@ -213,6 +213,10 @@ class StreamCipherBase {
   protected:
     StreamCipherBase(const SessionSecrets& secrets, Direction dir, uint16_t stream,
                      size_t header_bytes, Limits limits, Gcm gcm);
+    // create() of both ends: validates the shape, keys epoch 0.
+    template <typename End>
+    static Result<End> make(const SessionSecrets& secrets, Direction dir, uint16_t stream,
+                            size_t header_bytes, Limits limits, bool encrypt);
     // Derives and installs the key of pos's generation.
     Status keyFor(const SealPosition& pos);
     // Positions the next frame and rekeys the cipher if the schedule says so.
@@ -259,6 +263,7 @@ class StreamSealer : public StreamCipherBase {
     Status restart(uint32_t epoch) { return restartEpoch(epoch); }
 
   private:
+    friend class StreamCipherBase;
     StreamSealer(const SessionSecrets& secrets, Direction dir, uint16_t stream, size_t header_bytes,
                  Limits limits, Gcm gcm)
         : StreamCipherBase(secrets, dir, stream, header_bytes, limits, std::move(gcm)) {}
@@ -296,6 +301,7 @@ class StreamOpener : public StreamCipherBase {
     bool midFrame() const { return phase_ != Phase::kIdle; }
 
   private:
+    friend class StreamCipherBase;
     enum class Phase { kIdle, kHeaderOpen, kPayload };
     StreamOpener(const SessionSecrets& secrets, Direction dir, uint16_t stream, size_t header_bytes,
                  Limits limits, Gcm gcm)

@@ -35,18 +35,24 @@ Tag tagAt(const uint8_t* p) {
 
 }  // namespace
 
+template <typename End>
+Result<End> StreamCipherBase::make(const SessionSecrets& secrets, Direction dir, uint16_t stream,
+                                   size_t header_bytes, Limits limits, bool encrypt) {
+    ATLAS_RETURN_IF_ERROR(checkShape(header_bytes, limits));
+    auto gcm = Gcm::create(encrypt);
+    if (!gcm) {
+        return gcm.status();
+    }
+    End end(secrets, dir, stream, header_bytes, limits, std::move(*gcm));
+    ATLAS_RETURN_IF_ERROR(end.keyFor({stream, 0, 0, 0}));
+    return end;
+}
+
 // ---------------------------------------------------------------- StreamSealer
 
 Result<StreamSealer> StreamSealer::create(const SessionSecrets& secrets, Direction dir,
                                           uint16_t stream, size_t header_bytes, Limits limits) {
-    ATLAS_RETURN_IF_ERROR(checkShape(header_bytes, limits));
-    auto gcm = Gcm::create(true);
-    if (!gcm) {
-        return gcm.status();
-    }
-    StreamSealer s(secrets, dir, stream, header_bytes, limits, std::move(*gcm));
-    ATLAS_RETURN_IF_ERROR(s.keyFor({stream, 0, 0, 0}));
-    return s;
+    return make<StreamSealer>(secrets, dir, stream, header_bytes, limits, true);
 }
 
 Status StreamSealer::seal(std::span<const uint8_t> header, std::span<const uint8_t> src,
@@ -108,14 +114,7 @@ Status StreamSealer::seal(std::span<const uint8_t> header, std::span<const uint8
 
 Result<StreamOpener> StreamOpener::create(const SessionSecrets& secrets, Direction dir,
                                           uint16_t stream, size_t header_bytes, Limits limits) {
-    ATLAS_RETURN_IF_ERROR(checkShape(header_bytes, limits));
-    auto gcm = Gcm::create(false);
-    if (!gcm) {
-        return gcm.status();
-    }
-    StreamOpener s(secrets, dir, stream, header_bytes, limits, std::move(*gcm));
-    ATLAS_RETURN_IF_ERROR(s.keyFor({stream, 0, 0, 0}));
-    return s;
+    return make<StreamOpener>(secrets, dir, stream, header_bytes, limits, false);
 }
 
 Status StreamOpener::openPrefix(std::span<uint8_t> prefix) {
