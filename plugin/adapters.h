@@ -1,4 +1,6 @@
-// Helpers shared by the per-version adapters (net_v8.cc ... net_v11.cc). Internal to plugin/.
+// Helpers shared by the per-version adapters (net_v8.cc ... net_v12.cc). Internal to plugin/.
+// Like NCCL's own shims and aws-ofi-nccl, a table reuses the entry of the earliest version
+// whose signature it shares (v10, v11 and v12 share isendV10/irecvV10).
 #pragma once
 
 #include <cstring>
@@ -24,7 +26,8 @@ inline void fillV8(const NetProperties& p, ncclNetProperties_v8_t* out) {
     out->netDeviceVersion = p.net_device_version;
 }
 
-// v9, v10 and v11 share this prefix (v11 appends maxMultiRequestSize).
+// v9..v12 share this prefix (v11 appends maxMultiRequestSize, v12 railId and planeId). The
+// vProps array is 4 devices up to v11 and 8 in v12; Atlas fills one.
 template <typename Props>
 void fillV9Plus(const NetProperties& p, Props* out) {
     std::memset(out, 0, sizeof(*out));
@@ -59,6 +62,34 @@ ncclResult_t getProperties(int dev, Props* out, Fill fill) {
         fill(p, out);
     }
     return rc;
+}
+
+// v10+ isend/irecv (same signature in v10, v11 and v12).
+inline ncclResult_t isendV10(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                             void* phandle, void** request) {
+    return core::isend(send_comm, data, size, tag, mhandle, phandle, request);
+}
+
+inline ncclResult_t irecvV10(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
+                             void** mhandles, void** phandles, void** request) {
+    return core::irecv(recv_comm, n, data, sizes, tags, mhandles, phandles, request);
+}
+
+// v11/v12 setNetAttr: the two attribute structs have one layout (checked in net.h).
+template <typename Attr>
+ncclResult_t setNetAttr(void* ctx, const Attr* attr) {
+    if (attr == nullptr) {
+        return core::setNetAttr(ctx, nullptr);
+    }
+    NetHints h;
+    h.send = {attr->sendCommAttr.maxConcurrentPeers, attr->sendCommAttr.minConcurrentPeers,
+              attr->sendCommAttr.maxFlowsPerPeer, attr->sendCommAttr.minFlowsPerPeer};
+    h.recv = {attr->recvCommAttr.maxConcurrentPeers, attr->recvCommAttr.minConcurrentPeers,
+              attr->recvCommAttr.maxFlowsPerPeer, attr->recvCommAttr.minFlowsPerPeer};
+    h.op = attr->op;
+    h.algo = attr->algo;
+    h.proto = attr->proto;
+    return core::setNetAttr(ctx, &h);
 }
 
 }  // namespace atlas::plugin::adapters

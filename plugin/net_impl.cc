@@ -20,6 +20,7 @@
 #include "plugin/devices.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
+#include "plugin/requests.h"
 #include "plugin/wan/admission.h"
 #include "transport/net.h"
 
@@ -44,11 +45,23 @@ constexpr uint32_t kRecvMagic = 0x41745263;    // "AtRc"
 constexpr uint32_t kMrMagic = 0x41744d72;      // "AtMr"
 constexpr uint32_t kDeadMagic = 0xdeadc0de;
 
-// Per-communicator context (v11). commId and trafficClass are kept for the WAN scheduler.
+// Per-communicator context (v11/v12). commId and trafficClass are kept for the WAN
+// scheduler, NCCL's latest setNetAttr hints for the comms connected under it.
 struct Ctx {
     uint32_t magic = kCtxMagic;
     uint64_t comm_id = 0;
     int traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+    // setNetAttr runs on NCCL's progress thread, connect/accept on its service thread: the
+    // hints have their own lock, never taken on the data path (NCCL calls setNetAttr only
+    // when the attributes change).
+    std::mutex hints_mu;
+    NetHints hints;           // guarded by hints_mu
+    uint64_t hint_calls = 0;  // guarded by hints_mu; 0: NCCL never gave hints
+
+    TrafficKind trafficKind() {
+        std::lock_guard<std::mutex> lock(hints_mu);
+        return trafficKindOf(hint_calls > 0, hints.op);
+    }
 };
 
 struct CommBase {
@@ -56,17 +69,20 @@ struct CommBase {
     int dev = 0;
     uint64_t comm_id = 0;
     int traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+    TrafficKind traffic = TrafficKind::kUnknown;  // from the context's hints at connect/listen
 };
 struct ListenObj : CommBase {
     std::unique_ptr<transport::ListenComm> comm;
-    IdleRecorder* bubbles = nullptr;  // receives of accepted WAN comms are watched when set
+    IdleRecorder* bubbles = nullptr;         // receives of accepted WAN comms are watched when set
     const wan::WanAdmission* wan = nullptr;  // the WAN rule for those receives; outlives us
 };
 struct SendObj : CommBase {
     std::unique_ptr<transport::SendComm> comm;
+    std::unique_ptr<RequestPool> requests;  // what isend hands to NCCL (plugin/requests.h)
 };
 struct RecvObj : CommBase {
     std::unique_ptr<transport::RecvComm> comm;
+    std::unique_ptr<RequestPool> requests;
 };
 
 // regMr handle. Nothing is pinned or registered: TCP reads and writes host memory directly.
@@ -83,6 +99,7 @@ struct GlobalState {
     bool legacy_ref = false;
     std::unordered_set<Ctx*> contexts;
     Params params;
+    PriorityOrder priority_order = PriorityOrder::kPipelineFirst;  // ATLAS_TRAFFIC_PRIORITY
     std::vector<Device> devices;
     std::vector<const char*> names;      // interned device names
     std::vector<const char*> pci_paths;  // interned, nullptr when absent
@@ -243,12 +260,17 @@ Status ensureStateLocked() {
     g_abort_on_error.store(parsed.params.abort_on_error, std::memory_order_relaxed);
     ATLAS_RETURN_IF_ERROR(parsed.status());
     st->params = std::move(parsed.params);
+    auto order = parsePriorityOrder(st->params.traffic_priority);
+    if (!order) {
+        return order.status();
+    }
+    st->priority_order = order.value();
     auto wan_config = wan::configFromParams(st->params);
     if (!wan_config) {
         return wan_config.status();
     }
-    st->wan = std::make_unique<wan::WanAdmission>(std::move(wan_config.value()),
-                                                  makeLibraryLogger());
+    st->wan =
+        std::make_unique<wan::WanAdmission>(std::move(wan_config.value()), makeLibraryLogger());
     for (const std::string& line : describeParams(st->params, false)) {
         ATLAS_INFO("%s", line.c_str());
     }
@@ -378,6 +400,25 @@ ncclResult_t closeObj(const char* func, void* p, uint32_t magic) {
     });
 }
 
+// isend/irecv after validation: a request slot of the comm's pool wraps the transport's.
+// No slot, or no transport slot: *request stays NULL (back-pressure, NCCL retries).
+template <typename Obj, typename PostFn>
+Status post(Obj& obj, PostFn&& transport_post, size_t length, void* phandle, void** request) {
+    PluginRequest* r = obj.requests->reserve();
+    if (r == nullptr) {
+        return Status::ok();
+    }
+    transport::Request* inner = nullptr;
+    Status st = transport_post(&inner);
+    if (!st.isOk() || inner == nullptr) {
+        obj.requests->unreserve(r);
+        return st;
+    }
+    obj.requests->posted(r, inner, length, phandle);
+    *request = r;
+    return Status::ok();
+}
+
 }  // namespace
 
 ncclResult_t toNcclResult(Code code) {
@@ -420,9 +461,13 @@ ncclResult_t reject(const char* func, Code code, const char* fmt, ...) noexcept 
     return toNcclResult(code);
 }
 
-ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t log_fn) {
+ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t log_fn,
+                  ncclProfilerCallback_t prof_fn) {
     if (log_fn != nullptr) {
         setNcclLogger(log_fn);  // first, so a failing init is reported
+    }
+    if (prof_fn != nullptr) {
+        setProfilerCallback(prof_fn);  // NCCL passes the same callback to every init
     }
     return guarded("init", [&]() -> Status {
         if (ctx == nullptr) {
@@ -448,9 +493,12 @@ ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogg
     });
 }
 
-ncclResult_t initLegacy(ncclDebugLogger_t log_fn) {
+ncclResult_t initLegacy(ncclDebugLogger_t log_fn, ncclProfilerCallback_t prof_fn) {
     if (log_fn != nullptr) {
         setNcclLogger(log_fn);
+    }
+    if (prof_fn != nullptr) {
+        setProfilerCallback(prof_fn);
     }
     return guarded("init", [&]() -> Status {
         std::lock_guard<std::mutex> lock(g_mutex);
@@ -480,6 +528,34 @@ ncclResult_t finalize(void* ctx) {
         delete c;
         --g_state->refcount;
         return releaseIfUnusedLocked();
+    });
+}
+
+ncclResult_t setNetAttr(void* ctx, const NetHints* hints) {
+    return guarded("setNetAttr", [&]() -> Status {
+        if (ctx == nullptr || hints == nullptr) {
+            return misuse("ctx or netAttr is NULL");
+        }
+        // Not under g_mutex: this runs on NCCL's progress thread, which must not wait for
+        // another communicator's init. NCCL never calls it after finalize(ctx).
+        auto* c = static_cast<Ctx*>(ctx);
+        if (c->magic != kCtxMagic) {
+            return misuse("setNetAttr on a context init did not return (or finalized)");
+        }
+        TrafficKind kind;
+        uint64_t calls;
+        {
+            std::lock_guard<std::mutex> lock(c->hints_mu);
+            c->hints = *hints;
+            calls = ++c->hint_calls;
+            kind = trafficKindOf(true, hints->op);
+        }
+        // NCCL logs the same attributes at INFO (printNetAttrs); ours adds what they mean.
+        ATLAS_INFO("setNetAttr commId 0x%llx (#%llu): %s -> %s traffic",
+                   static_cast<unsigned long long>(c->comm_id),
+                   static_cast<unsigned long long>(calls), describeHints(*hints).c_str(),
+                   trafficKindName(kind));
+        return Status::ok();
     });
 }
 
@@ -523,6 +599,8 @@ ncclResult_t getProperties(int dev, NetProperties* props) {
         p.max_p2p_bytes = NCCL_MAX_NET_SIZE_BYTES;
         p.max_coll_bytes = kMaxCollBytes;
         p.max_multi_request_size = 1;
+        p.rail_id = NCCL_NET_ID_UNDEF;
+        p.plane_id = NCCL_NET_ID_UNDEF;
         *props = p;
         return Status::ok();
     });
@@ -548,6 +626,9 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
             local.len = d.addr_len;
             obj->comm_id = c != nullptr ? c->comm_id : 0;
             obj->traffic_class = c != nullptr ? c->traffic_class : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+            // NCCL sets the connection's hints right before listen/accept as before connect.
+            obj->traffic =
+                c != nullptr ? const_cast<Ctx*>(c)->trafficKind() : TrafficKind::kUnknown;
             // The Transport outlives this call: a live context (or the legacy reference)
             // keeps the state, and NCCL does not finalize while it is listening.
             t = g_state->transport.get();
@@ -579,6 +660,8 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
         wan::WanAdmission* wan_admission = nullptr;  // lives as long as t
         uint64_t comm_id = 0;
         int tc = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+        TrafficKind kind = TrafficKind::kUnknown;
+        PriorityOrder order = PriorityOrder::kPipelineFirst;
         {
             std::lock_guard<std::mutex> lock(g_mutex);
             ATLAS_RETURN_IF_ERROR(requireStateLocked());
@@ -588,9 +671,12 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
             if (c != nullptr) {
                 comm_id = c->comm_id;
                 tc = c->traffic_class;
+                // The hints NCCL set right before this connect describe this connection.
+                kind = const_cast<Ctx*>(c)->trafficKind();
             }
             t = g_state->transport.get();
             wan_admission = g_state->wan.get();
+            order = g_state->priority_order;
         }
         if (traffic_class != nullptr) {
             tc = *traffic_class;
@@ -602,11 +688,13 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
         }
         if (wan_admission != nullptr) {
             // Before NCCL can isend on it: WAN flows get their admission gate here.
-            const wan::AttachResult wr = wan_admission->attach(*sc, comm_id, tc);
+            const wan::TrafficHint hint{kind, admissionPriority(kind, order)};
+            const wan::AttachResult wr = wan_admission->attach(*sc, comm_id, tc, hint);
             if (wr.verdict.wan) {
-                ATLAS_INFO("WAN send comm to %s (%s): %s, %s (%s)",
+                ATLAS_INFO("WAN send comm to %s (%s): %s, %s (%s), %s traffic, priority %d",
                            sc->info().peer.toString().c_str(), wr.verdict.reason.c_str(),
-                           wr.mode.c_str(), wan::describeClass(wr.cls).c_str(), wr.class_rule);
+                           wr.mode.c_str(), wan::describeClass(wr.cls).c_str(), wr.class_rule,
+                           trafficKindName(wr.hint.kind), wr.hint.priority);
             }
         }
         auto obj = std::make_unique<SendObj>();
@@ -614,7 +702,10 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
         obj->dev = dev;
         obj->comm_id = comm_id;
         obj->traffic_class = tc;
+        obj->traffic = kind;
         obj->comm = std::move(sc);
+        obj->requests = std::make_unique<RequestPool>(
+            RequestOp::kSend, dev, obj->comm->info().nstreams, obj->comm->info().inline_bytes);
         const transport::CommInfo& info = obj->comm->info();
         ATLAS_TRACE("connected dev %d to %s: %d stream(s), rtt %.3f ms%s", dev,
                     info.peer.toString().c_str(), info.nstreams,
@@ -664,7 +755,11 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
         obj->dev = lobj->dev;
         obj->comm_id = lobj->comm_id;
         obj->traffic_class = lobj->traffic_class;
+        obj->traffic = lobj->traffic;
         obj->comm = std::move(rc);
+        obj->requests =
+            std::make_unique<RequestPool>(RequestOp::kRecv, lobj->dev, obj->comm->info().nstreams,
+                                          obj->comm->info().inline_bytes);
         const transport::CommInfo& info = obj->comm->info();
         ATLAS_TRACE("accepted dev %d from %s: %d stream(s), rtt %.3f ms%s", lobj->dev,
                     info.peer.toString().c_str(), info.nstreams,
@@ -718,7 +813,7 @@ ncclResult_t deregMr(void* comm, void* mhandle) {
     });
 }
 
-ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                    void** request) {
     return guarded("isend", [&]() -> Status {
         if (request == nullptr) {
@@ -736,15 +831,14 @@ ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhan
         if (obj == nullptr) {
             return misuse("sendComm is not a live send comm");
         }
-        transport::Request* req = nullptr;
-        ATLAS_RETURN_IF_ERROR(obj->comm->isend(data, size, &req));
-        *request = req;
-        return Status::ok();
+        return post(
+            *obj, [&](transport::Request** req) { return obj->comm->isend(data, size, req); }, size,
+            phandle, request);
     });
 }
 
 ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, int* tags,
-                   void** mhandles, void** request) {
+                   void** mhandles, void** phandles, void** request) {
     return guarded("irecv", [&]() -> Status {
         if (request == nullptr) {
             return misuse("request is NULL");
@@ -765,10 +859,10 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, int
         if (obj == nullptr) {
             return misuse("recvComm is not a live recv comm");
         }
-        transport::Request* req = nullptr;
-        ATLAS_RETURN_IF_ERROR(obj->comm->irecv(data[0], sizes[0], &req));
-        *request = req;
-        return Status::ok();
+        return post(
+            *obj,
+            [&](transport::Request** req) { return obj->comm->irecv(data[0], sizes[0], req); },
+            sizes[0], phandles != nullptr ? phandles[0] : nullptr, request);
     });
 }
 
@@ -787,13 +881,19 @@ ncclResult_t test(void* request, int* done, int* sizes) {
             return misuse("request or done is NULL");
         }
         *done = 0;
+        PluginRequest* r = RequestPool::fromHandle(request);
+        if (r == nullptr) {
+            return misuse(
+                "request is not in flight (not returned by isend/irecv, already reported done, "
+                "or its comm is closed)");
+        }
         bool finished = false;
         size_t size = 0;
-        ATLAS_RETURN_IF_ERROR(
-            transport::test(static_cast<transport::Request*>(request), &finished, &size));
+        ATLAS_RETURN_IF_ERROR(transport::test(r->inner, &finished, &size));
         if (!finished) {
             return Status::ok();
         }
+        r->pool->completed(r, size);
         if (sizes != nullptr) {
             if (size > static_cast<size_t>(INT_MAX)) {
                 return misuse("completed size " + std::to_string(size) + " does not fit int");

@@ -1,4 +1,4 @@
-// The one implementation behind every ncclNet version table (net_v8.cc ... net_v11.cc).
+// The one implementation behind every ncclNet version table (net_v8.cc ... net_v12.cc).
 //
 // Each function here is a firewall for one exported entry point: it validates its arguments,
 // runs the body inside try/catch(...), maps the internal Status to ncclResult_t
@@ -32,6 +32,7 @@
 
 #include "atlas/common/status.h"
 #include "atlas/nccl/net.h"
+#include "plugin/net_hints.h"
 
 namespace atlas::plugin {
 
@@ -62,6 +63,8 @@ struct NetProperties {
     size_t max_p2p_bytes = 0;
     size_t max_coll_bytes = 0;
     int max_multi_request_size = 1;
+    int16_t rail_id = NCCL_NET_ID_UNDEF;   // v12: no rail/plane topology is known for a NIC
+    int16_t plane_id = NCCL_NET_ID_UNDEF;  // found by interface discovery
 };
 
 constexpr size_t kMaxCollBytes = 512ull << 20;  // NCCL's MAX_COLLNET_SIZE
@@ -71,11 +74,18 @@ namespace core {
 
 constexpr const char* kNetName = "Atlas";
 
-// v11 init: *ctx receives a new context (set to NULL first, so a failed init leaves NULL).
-ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t log_fn);
+// v11/v12 init: *ctx receives a new context (set to NULL first, so a failed init leaves NULL).
+// prof_fn (v10+; NCCL always passes one): where request events go (plugin/requests.h).
+ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t log_fn,
+                  ncclProfilerCallback_t prof_fn);
 // v8..v10 init: the shared legacy reference.
-ncclResult_t initLegacy(ncclDebugLogger_t log_fn);
+ncclResult_t initLegacy(ncclDebugLogger_t log_fn, ncclProfilerCallback_t prof_fn);
 ncclResult_t finalize(void* ctx);
+
+// v11/v12 setNetAttr: NCCL's hints about the transfers that follow on ctx's comms, recorded
+// per context (plugin/net_hints.h). NULL hints are an error; a NULL ctx (v8..v10 never call
+// it) too.
+ncclResult_t setNetAttr(void* ctx, const NetHints* hints);
 
 ncclResult_t devices(int* ndev);
 ncclResult_t getProperties(int dev, NetProperties* props);
@@ -92,12 +102,13 @@ ncclResult_t deregMr(void* comm, void* mhandle);
 
 // *request = NULL with ncclSuccess means "no slot now, retry" (back-pressure). Sizes above
 // INT_MAX are rejected because test() reports sizes as int in every ABI version.
-ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+// phandle (v10+, else NULL): NCCL's profiler parent of this request's event.
+ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                    void** request);
 // n must be 1 (maxRecvs = 1). *request may arrive as NCCL_NET_OPTIONAL_RECV_COMPLETION; it is
-// ignored and overwritten with the real request or NULL.
+// ignored and overwritten with the real request or NULL. phandles: as isend's phandle.
 ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, int* tags,
-                   void** mhandles, void** request);
+                   void** mhandles, void** phandles, void** request);
 // Host memory never needs a flush: always ncclInternalError.
 ncclResult_t iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles,
                     void** request);

@@ -1,14 +1,14 @@
-// ncclNet v10 adapter: like v9, plus the profiler callback in init (ignored: Atlas
-// registers no profiler events), the traffic class in connect's config, and the profiler
-// handles in isend/irecv (ignored). No context and no finalize (see net_impl.h).
+// ncclNet v10 adapter: like v9, plus the profiler callback in init, the traffic class in
+// connect's config, and the profiler handles in isend/irecv (the parents of Atlas's request
+// events, plugin/requests.h). No context and no finalize (see net_impl.h).
 #include "plugin/adapters.h"
 #include "plugin/tables.h"
 
 namespace atlas::plugin {
 namespace {
 
-ncclResult_t initV10(ncclDebugLogger_t log_fn, ncclProfilerCallback_t) {
-    return core::initLegacy(log_fn);
+ncclResult_t initV10(ncclDebugLogger_t log_fn, ncclProfilerCallback_t prof_fn) {
+    return core::initLegacy(log_fn, prof_fn);
 }
 
 ncclResult_t getPropertiesV10(int dev, ncclNetProperties_v10_t* props) {
@@ -29,16 +29,6 @@ ncclResult_t acceptV10(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_
     return core::accept(listen_comm, recv_comm);
 }
 
-ncclResult_t isendV10(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                      void* /*phandle*/, void** request) {
-    return core::isend(send_comm, data, size, tag, mhandle, request);
-}
-
-ncclResult_t irecvV10(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
-                      void** mhandles, void** /*phandles*/, void** request) {
-    return core::irecv(recv_comm, n, data, sizes, tags, mhandles, request);
-}
-
 }  // namespace
 }  // namespace atlas::plugin
 
@@ -55,8 +45,8 @@ const ncclNet_v10_t ncclNetPlugin_v10 = {
     .regMr = ap::core::regMr,
     .regMrDmaBuf = nullptr,  // ptrSupport has no NCCL_PTR_DMABUF
     .deregMr = ap::core::deregMr,
-    .isend = ap::isendV10,
-    .irecv = ap::irecvV10,
+    .isend = ap::adapters::isendV10,
+    .irecv = ap::adapters::irecvV10,
     .iflush = ap::core::iflush,  // non-NULL on purpose, see net_v8.cc
     .test = ap::core::test,
     .closeSend = ap::core::closeSend,

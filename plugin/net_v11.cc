@@ -1,6 +1,7 @@
-// ncclNet v11 adapter (NCCL 2.28 uses this table directly, with no shim): init runs per
-// communicator and returns a context holding commId and trafficClass; listen/connect take
-// that context; finalize(ctx) is mandatory and releases it (see net_impl.h).
+// ncclNet v11 adapter (NCCL 2.28 and 2.29 use this table directly, with no shim): init runs
+// per communicator and returns a context holding commId and trafficClass; listen/connect take
+// that context; finalize(ctx) is mandatory and releases it; setNetAttr records NCCL's hints
+// on it (see net_impl.h, net_hints.h).
 #include "plugin/adapters.h"
 #include "plugin/tables.h"
 
@@ -8,9 +9,9 @@ namespace atlas::plugin {
 namespace {
 
 ncclResult_t initV11(void** ctx, uint64_t comm_id, ncclNetCommConfig_v11_t* config,
-                     ncclDebugLogger_t log_fn, ncclProfilerCallback_t) {
+                     ncclDebugLogger_t log_fn, ncclProfilerCallback_t prof_fn) {
     int traffic_class = config != nullptr ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-    return core::init(ctx, comm_id, traffic_class, log_fn);
+    return core::init(ctx, comm_id, traffic_class, log_fn, prof_fn);
 }
 
 ncclResult_t getPropertiesV11(int dev, ncclNetProperties_v11_t* props) {
@@ -29,14 +30,8 @@ ncclResult_t acceptV11(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_
     return core::accept(listen_comm, recv_comm);
 }
 
-ncclResult_t isendV11(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                      void* /*phandle*/, void** request) {
-    return core::isend(send_comm, data, size, tag, mhandle, request);
-}
-
-ncclResult_t irecvV11(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
-                      void** mhandles, void** /*phandles*/, void** request) {
-    return core::irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+ncclResult_t setNetAttrV11(void* ctx, ncclNetAttr_v11_t* attr) {
+    return adapters::setNetAttr(ctx, attr);
 }
 
 }  // namespace
@@ -55,8 +50,8 @@ const ncclNet_v11_t ncclNetPlugin_v11 = {
     .regMr = ap::core::regMr,
     .regMrDmaBuf = nullptr,  // ptrSupport has no NCCL_PTR_DMABUF
     .deregMr = ap::core::deregMr,
-    .isend = ap::isendV11,
-    .irecv = ap::irecvV11,
+    .isend = ap::adapters::isendV10,
+    .irecv = ap::adapters::irecvV10,
     .iflush = ap::core::iflush,  // non-NULL on purpose, see net_v8.cc
     .test = ap::core::test,
     .closeSend = ap::core::closeSend,
@@ -66,5 +61,5 @@ const ncclNet_v11_t ncclNetPlugin_v11 = {
     .irecvConsumed = nullptr,  // idem
     .makeVDevice = nullptr,    // no NIC fusion: NCCL uses the physical devices
     .finalize = ap::core::finalize,
-    .setNetAttr = nullptr,  // NCCL's hints are not used yet
+    .setNetAttr = ap::setNetAttrV11,
 };

@@ -7,7 +7,7 @@ namespace atlas::plugin {
 namespace {
 
 ncclResult_t initV8(ncclDebugLogger_t log_fn) {
-    return core::initLegacy(log_fn);
+    return core::initLegacy(log_fn, nullptr);
 }
 
 ncclResult_t getPropertiesV8(int dev, ncclNetProperties_v8_t* props) {
@@ -34,13 +34,14 @@ ncclResult_t isendV8(void* send_comm, void* data, int size, int tag, void* mhand
         }
         return core::reject("isend", Code::kInternal, "negative size %d", size);
     }
-    return core::isend(send_comm, data, static_cast<size_t>(size), tag, mhandle, request);
+    return core::isend(send_comm, data, static_cast<size_t>(size), tag, mhandle, nullptr, request);
 }
 
 ncclResult_t irecvV8(void* recv_comm, int n, void** data, int* sizes, int* tags, void** mhandles,
                      void** request) {
     if (n != 1 || sizes == nullptr) {
-        return core::irecv(recv_comm, n, data, nullptr, tags, mhandles, request);  // reports it
+        return core::irecv(recv_comm, n, data, nullptr, tags, mhandles, nullptr,
+                           request);  // reports it
     }
     if (sizes[0] < 0) {
         if (request != nullptr) {
@@ -49,7 +50,7 @@ ncclResult_t irecvV8(void* recv_comm, int n, void** data, int* sizes, int* tags,
         return core::reject("irecv", Code::kInternal, "negative size %d", sizes[0]);
     }
     size_t size = static_cast<size_t>(sizes[0]);
-    return core::irecv(recv_comm, n, data, &size, tags, mhandles, request);
+    return core::irecv(recv_comm, n, data, &size, tags, mhandles, nullptr, request);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@ namespace atlas::plugin {
 namespace {
 
 ncclResult_t initV9(ncclDebugLogger_t log_fn) {
-    return core::initLegacy(log_fn);
+    return core::initLegacy(log_fn, nullptr);
 }
 
 ncclResult_t getPropertiesV9(int dev, ncclNetProperties_v9_t* props) {
@@ -28,12 +28,12 @@ ncclResult_t acceptV9(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_v
 
 ncclResult_t isendV9(void* send_comm, void* data, size_t size, int tag, void* mhandle,
                      void** request) {
-    return core::isend(send_comm, data, size, tag, mhandle, request);
+    return core::isend(send_comm, data, size, tag, mhandle, nullptr, request);
 }
 
 ncclResult_t irecvV9(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                      void** request) {
-    return core::irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+    return core::irecv(recv_comm, n, data, sizes, tags, mhandles, nullptr, request);
 }
 
 }  // namespace

@@ -159,7 +159,10 @@ struct EnumChoices<transport::StripeMode> {
     X(ATLAS_BUBBLE_CHANNEL, bubble_channel, String, "", 0, 0,                                     \
       "Bubble channel shm name ({local_rank} is substituted); default per local rank")            \
     X(ATLAS_LOCAL_RANK, local_rank, Int, -1, -1, 1023,                                            \
-      "This process's GPU index on the node; -1 = LOCAL_RANK / OMPI / SLURM variables, else 0")
+      "This process's GPU index on the node; -1 = LOCAL_RANK / OMPI / SLURM variables, else 0")   \
+    X(ATLAS_TRAFFIC_PRIORITY, traffic_priority, String, "pipeline", 0, 0,                         \
+      "Which WAN traffic goes first on a shared link: pipeline (send/recv), collective, or "      \
+      "equal (arrival order); the kind comes from NCCL's setNetAttr hints")
 
 // Duplicate keys fail to compile: each key defines one empty struct in this namespace.
 namespace param_key_guards {

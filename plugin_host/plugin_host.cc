@@ -1,4 +1,4 @@
-// Loading the plugin, the version adapters (v8..v11 -> NetApi), errors, logging, time.
+// Loading the plugin, the version adapters (v8..v12 -> NetApi), errors, logging, time.
 #include "plugin_host/plugin_host.h"
 
 #include <dlfcn.h>
@@ -252,6 +252,9 @@ const ncclNet_v10_t* PluginLibrary::v10() const {
 const ncclNet_v11_t* PluginLibrary::v11() const {
     return static_cast<const ncclNet_v11_t*>(symbol("ncclNetPlugin_v11"));
 }
+const ncclNet_v12_t* PluginLibrary::v12() const {
+    return static_cast<const ncclNet_v12_t*>(symbol("ncclNetPlugin_v12"));
+}
 
 std::string pluginPathFromEnv(const std::string& fallback) {
     const char* env = std::getenv("ATLAS_ABI_PLUGIN");
@@ -271,6 +274,21 @@ extern "C" ncclResult_t profilerStub(void** eHandle, int, void*, int64_t, void*)
 }
 
 std::atomic<uint64_t> g_comm_id{0x41544c4153000001ull};
+
+// The per-context structs of v11+ (same layouts, different names per version).
+template <int V>
+struct ContextTypes {};
+template <>
+struct ContextTypes<11> {
+    using Config = ncclNetCommConfig_v11_t;
+    using Attr = ncclNetAttr_v11_t;
+};
+template <>
+struct ContextTypes<12> {
+    using Config = ncclNetCommConfig_v12_t;
+    using Attr = ncclNetAttr_v12_t;
+};
+static_assert(sizeof(ContextTypes<11>::Attr) == sizeof(ncclNetAttr_v12_t));
 
 template <typename Table, typename Props, int V>
 class NetApiImpl final : public NetApi {
@@ -308,20 +326,45 @@ class NetApiImpl final : public NetApi {
         return missing;
     }
 
-    ncclResult_t init(void** ctx, ncclDebugLogger_t logger) override {
+    using NetApi::init;
+    ncclResult_t init(void** ctx, ncclDebugLogger_t logger, const InitOptions& opts) override {
+        ncclProfilerCallback_t prof = opts.profiler != nullptr ? opts.profiler : profilerStub;
+        traffic_class_ = opts.traffic_class;
         if constexpr (V >= 11) {
             // NCCL passes the address of a local config; the plugin must copy what it keeps.
-            ncclNetCommConfig_v11_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
-            return t_->init(ctx, g_comm_id.fetch_add(1), &config, logger, profilerStub);
+            typename ContextTypes<V>::Config config{opts.traffic_class};
+            return t_->init(ctx, g_comm_id.fetch_add(1), &config, logger, prof);
         } else {
             if (ctx != nullptr) {
                 *ctx = nullptr;
             }
             if constexpr (V == 10) {
-                return t_->init(logger, profilerStub);
+                return t_->init(logger, prof);
             } else {
                 return t_->init(logger);
             }
+        }
+    }
+
+    bool hasSetNetAttr() const override {
+        if constexpr (V >= 11) {
+            return t_->setNetAttr != nullptr;
+        } else {
+            return false;
+        }
+    }
+
+    ncclResult_t setNetAttr(void* ctx, const ncclNetAttr_v12_t& attr) override {
+        if constexpr (V >= 11) {
+            if (t_->setNetAttr == nullptr) {
+                return ncclSuccess;  // NCCL skips a NULL setNetAttr
+            }
+            // NCCL passes a pointer to its own copy; the plugin must not keep it.
+            typename ContextTypes<V>::Attr a;
+            std::memcpy(&a, &attr, sizeof(a));
+            return t_->setNetAttr(ctx, &a);
+        } else {
+            return ncclInternalError;
         }
     }
 
@@ -359,7 +402,9 @@ class NetApiImpl final : public NetApi {
         if constexpr (V >= 9) {
             out->force_flush = p.forceFlush;
             out->vprops_ndevs = p.vProps.ndevs;
-            for (int i = 0; i < NCCL_NET_MAX_DEVS_PER_NIC; ++i) {
+            constexpr int kCap = sizeof(p.vProps.devs) / sizeof(p.vProps.devs[0]);
+            out->vprops_capacity = kCap;
+            for (int i = 0; i < kCap; ++i) {
                 out->vprops_devs[i] = p.vProps.devs[i];
             }
             out->max_p2p_bytes = p.maxP2pBytes;
@@ -367,6 +412,10 @@ class NetApiImpl final : public NetApi {
         }
         if constexpr (V >= 11) {
             out->max_multi_request_size = p.maxMultiRequestSize;
+        }
+        if constexpr (V >= 12) {
+            out->rail_id = p.railId;
+            out->plane_id = p.planeId;
         }
         return ncclSuccess;
     }
@@ -385,7 +434,7 @@ class NetApiImpl final : public NetApi {
         if constexpr (V >= 11) {
             return t_->connect(ctx, dev, handle, send_comm, &dev_handle);
         } else if constexpr (V == 10) {
-            ncclNetCommConfig_v10_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+            ncclNetCommConfig_v10_t config{traffic_class_};
             return t_->connect(dev, &config, handle, send_comm, &dev_handle);
         } else {
             return t_->connect(dev, handle, send_comm, &dev_handle);
@@ -404,7 +453,7 @@ class NetApiImpl final : public NetApi {
     ncclResult_t deregMr(void* comm, void* mhandle) override { return t_->deregMr(comm, mhandle); }
 
     ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                       void** request) override {
+                       void** request, void* phandle) override {
         if constexpr (V == 8) {
             if (size > static_cast<size_t>(INT_MAX)) {
                 return ncclInvalidArgument;
@@ -413,12 +462,12 @@ class NetApiImpl final : public NetApi {
         } else if constexpr (V == 9) {
             return t_->isend(send_comm, data, size, tag, mhandle, request);
         } else {
-            return t_->isend(send_comm, data, size, tag, mhandle, nullptr, request);
+            return t_->isend(send_comm, data, size, tag, mhandle, phandle, request);
         }
     }
 
     ncclResult_t irecv(void* recv_comm, void* data, size_t capacity, int tag, void* mhandle,
-                       void** request) override {
+                       void** request, void* phandle) override {
         void* datas[1] = {data};
         int tags[1] = {tag};
         void* mhandles[1] = {mhandle};
@@ -433,7 +482,7 @@ class NetApiImpl final : public NetApi {
             return t_->irecv(recv_comm, 1, datas, sizes, tags, mhandles, request);
         } else {
             size_t sizes[1] = {capacity};
-            void* phandles[1] = {nullptr};
+            void* phandles[1] = {phandle};
             return t_->irecv(recv_comm, 1, datas, sizes, tags, mhandles, phandles, request);
         }
     }
@@ -447,6 +496,7 @@ class NetApiImpl final : public NetApi {
 
   private:
     const Table* t_;
+    int traffic_class_ = NCCL_NET_TRAFFIC_CLASS_UNDEF;
 };
 
 }  // namespace
@@ -471,6 +521,11 @@ std::unique_ptr<NetApi> makeNetApi(const PluginLibrary& lib, int version) {
         case 11:
             if (const ncclNet_v11_t* t = lib.v11()) {
                 return std::make_unique<NetApiImpl<ncclNet_v11_t, ncclNetProperties_v11_t, 11>>(t);
+            }
+            break;
+        case 12:
+            if (const ncclNet_v12_t* t = lib.v12()) {
+                return std::make_unique<NetApiImpl<ncclNet_v12_t, ncclNetProperties_v12_t, 12>>(t);
             }
             break;
         default:

@@ -1,4 +1,4 @@
-// Drives libnccl-net-atlas.so from the outside, exactly as NCCL 2.28 does: dlopen(RTLD_NOW |
+// Drives libnccl-net-atlas.so from the outside, exactly as NCCL 2.28-2.31 do: dlopen(RTLD_NOW |
 // RTLD_LOCAL), dlsym of the ncclNetPlugin_vN tables, and the non-blocking call contracts of
 // docs/nccl-abi.md (connect/accept return NULL until ready, isend/irecv may return a NULL
 // request for back-pressure, test() polls). Only the ABI headers in include/atlas/nccl are used;
@@ -116,6 +116,7 @@ class PluginLibrary {
     const ncclNet_v9_t* v9() const;
     const ncclNet_v10_t* v10() const;
     const ncclNet_v11_t* v11() const;
+    const ncclNet_v12_t* v12() const;
 
   private:
     PluginLibrary(std::string path, void* handle) : path_(std::move(path)), handle_(handle) {}
@@ -127,7 +128,7 @@ class PluginLibrary {
 std::string pluginPathFromEnv(const std::string& fallback);
 
 // ---------------------------------------------------------------------------------------------
-// A version-agnostic view of one ncclNet table (v8..v11), so one test suite runs on all of
+// A version-agnostic view of one ncclNet table (v8..v12), so one test suite runs on all of
 // them. Pre-v11 versions have no context: init ignores `ctx`, finalize is a no-op. Sizes that do
 // not fit the version's types (v8: int) fail with ncclInvalidArgument without calling the plugin.
 
@@ -146,11 +147,22 @@ struct NetProps {
     int max_recvs = 0;
     int device_type = -1;
     int device_version = -1;
-    int vprops_ndevs = -1;  // -1: not in this version
-    int vprops_devs[NCCL_NET_MAX_DEVS_PER_NIC] = {};
+    int vprops_ndevs = -1;    // -1: not in this version
+    int vprops_capacity = 0;  // size of the version's vProps.devs (4 up to v11, 8 in v12)
+    int vprops_devs[NCCL_NET_MAX_DEVS_PER_NIC_V12] = {};
     size_t max_p2p_bytes = 0;         // 0: not in this version
     size_t max_coll_bytes = 0;        // 0: not in this version
-    int max_multi_request_size = -1;  // -1: not in this version (v11 only)
+    int max_multi_request_size = -1;  // -1: not in this version (v11+)
+    int rail_id = -2;                 // -2: not in this version (v12 only)
+    int plane_id = -2;                // -2: not in this version (v12 only)
+};
+
+// What init() passes NCCL-style: the profiler callback NCCL hands every v10+ plugin (a stub
+// that records nothing by default) and the communicator's trafficClass (v10 connect, v11+
+// init). Tests install a recording callback to see the plugin's events.
+struct InitOptions {
+    ncclProfilerCallback_t profiler = nullptr;  // nullptr: the harness's no-op stub
+    int traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
 };
 
 class NetApi {
@@ -161,7 +173,13 @@ class NetApi {
     // Mandatory function pointers that are NULL, e.g. {"isend"}; empty when complete.
     virtual std::vector<std::string> missingMandatory() const = 0;
 
-    virtual ncclResult_t init(void** ctx, ncclDebugLogger_t logger) = 0;
+    ncclResult_t init(void** ctx, ncclDebugLogger_t logger) { return init(ctx, logger, {}); }
+    virtual ncclResult_t init(void** ctx, ncclDebugLogger_t logger, const InitOptions& opts) = 0;
+    // v11+: NCCL's hints on ctx (the v12 struct; v11 has the same layout). Earlier tables
+    // have no setNetAttr: ncclInternalError without calling the plugin. A table whose
+    // setNetAttr is NULL: ncclSuccess, as NCCL skips the call.
+    virtual ncclResult_t setNetAttr(void* ctx, const ncclNetAttr_v12_t& attr) = 0;
+    virtual bool hasSetNetAttr() const = 0;
     virtual ncclResult_t finalize(void* ctx) = 0;
     virtual ncclResult_t devices(int* ndev) = 0;
     virtual ncclResult_t getProperties(int dev, NetProps* props) = 0;
@@ -170,12 +188,13 @@ class NetApi {
     virtual ncclResult_t accept(void* listen_comm, void** recv_comm) = 0;
     virtual ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
     virtual ncclResult_t deregMr(void* comm, void* mhandle) = 0;
+    // phandle: the profiler parent NCCL passes (v10+; ignored by older tables).
     virtual ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                               void** request) = 0;
+                               void** request, void* phandle = nullptr) = 0;
     // One buffer (n = 1). *request is passed through unchanged, so callers can preset the
     // NCCL_NET_OPTIONAL_RECV_COMPLETION sentinel (v9+).
     virtual ncclResult_t irecv(void* recv_comm, void* data, size_t capacity, int tag, void* mhandle,
-                               void** request) = 0;
+                               void** request, void* phandle = nullptr) = 0;
     virtual ncclResult_t test(void* request, int* done, int* size) = 0;
     virtual ncclResult_t closeSend(void* send_comm) = 0;
     virtual ncclResult_t closeRecv(void* recv_comm) = 0;
@@ -223,8 +242,10 @@ std::string describePatternMismatch(const void* data, size_t size, uint64_t seed
 // The plugin loaded, initialised, with at least one device: what one NCCL rank holds.
 class Endpoint {
   public:
-    // dlopen + version table + init(ctx) + devices() > 0.
-    static Result<std::unique_ptr<Endpoint>> open(const std::string& path, int version = 11);
+    // dlopen + version table + init(ctx) + devices() > 0. The default is the table NCCL
+    // 2.30+ uses.
+    static Result<std::unique_ptr<Endpoint>> open(const std::string& path, int version = 12,
+                                                  const InitOptions& opts = {});
     // finalize(ctx) (v11) and dlclose. Comms must be closed before.
     ~Endpoint();
     // finalize(ctx) once (v11; a no-op before), keeping the library loaded.

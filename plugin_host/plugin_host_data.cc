@@ -123,7 +123,8 @@ std::string describePatternMismatch(const void* data, size_t size, uint64_t seed
 // ---------------------------------------------------------------------------------------------
 // Endpoint
 
-Result<std::unique_ptr<Endpoint>> Endpoint::open(const std::string& path, int version) {
+Result<std::unique_ptr<Endpoint>> Endpoint::open(const std::string& path, int version,
+                                                 const InitOptions& opts) {
     Result<std::unique_ptr<PluginLibrary>> lib = PluginLibrary::open(path);
     if (!lib.isOk()) {
         return lib.status();
@@ -136,7 +137,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::open(const std::string& path, int ve
         return Status(Code::kUnavailable,
                       path + " exports no ncclNetPlugin_v" + std::to_string(version));
     }
-    ncclResult_t rc = ep->net_->init(&ep->ctx_, captureLogger);
+    ncclResult_t rc = ep->net_->init(&ep->ctx_, captureLogger, opts);
     if (rc != ncclSuccess) {
         // NCCL calls finalize even after a failed init; do the same.
         (void)ep->net_->finalize(ep->ctx_);

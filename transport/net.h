@@ -81,6 +81,7 @@ struct CommInfo {
     uint64_t session_id = 0;
     int nstreams = 0;
     Nanos rtt_ns = 0;  // measured during the handshake (min of samples)
+    uint64_t inline_bytes = 0;  // messages up to this size (and empty ones) travel inline
     SocketAddress local;
     SocketAddress peer;
     bool authenticated = false;

@@ -313,6 +313,7 @@ Status Connector::finish(std::unique_ptr<SendComm>* out) {
     params.role = CommParams::Role::kSend;
     params.chunk_bytes = plan_.chunk_bytes;
     params.inline_bytes = plan_.inline_bytes;
+    params.info.inline_bytes = plan_.inline_bytes;
     params.stripe = cfg_.stripe;
     params.logger = cfg_.logger;
     params.clock = cfg_.clock;
@@ -551,6 +552,7 @@ Status ListenComm::Impl::serveSession(Session& s, Nanos now, std::unique_ptr<Rec
     params.role = CommParams::Role::kRecv;
     params.chunk_bytes = s.plan.chunk_bytes;
     params.inline_bytes = s.plan.inline_bytes;
+    params.info.inline_bytes = s.plan.inline_bytes;
     params.stripe = cfg.stripe;
     params.logger = cfg.logger;
     params.clock = cfg.clock;

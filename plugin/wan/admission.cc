@@ -124,8 +124,10 @@ WanVerdict WanAdmission::classifyRecv(const transport::CommInfo& info) const {
     return classify(config_.dc_map, config_.wan_rtt_ns, info);
 }
 
-AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, int traffic_class) {
+AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, int traffic_class,
+                                  const TrafficHint& hint) {
     AttachResult r;
+    r.hint = hint;
     const transport::CommInfo& info = comm.info();
     r.verdict = classify(config_.dc_map, config_.wan_rtt_ns, info);
     ClassInputs in;

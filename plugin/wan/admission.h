@@ -21,6 +21,7 @@
 #include "atlas/common/clock.h"
 #include "atlas/common/log.h"
 #include "atlas/common/status.h"
+#include "plugin/net_hints.h"
 #include "plugin/wan/arbiter_client.h"
 #include "plugin/wan/dc_map.h"
 #include "plugin/wan/flow_class.h"
@@ -59,6 +60,14 @@ struct WanConfig {
 // kInvalidUsage naming the variable (init fails, like any invalid ATLAS_* value).
 Result<WanConfig> configFromParams(const Params& params);
 
+// What NCCL's setNetAttr hints say about a send comm (plugin/net_hints.h): its traffic kind
+// and the admission priority ATLAS_TRAFFIC_PRIORITY gives it (0 first). Part of the flow's
+// descriptor; the link policy orders waiting flows by it (docs/arbitration.md).
+struct TrafficHint {
+    TrafficKind kind = TrafficKind::kUnknown;
+    int priority = 1;
+};
+
 // What attach() decided, for logs and tests.
 struct AttachResult {
     WanVerdict verdict;
@@ -66,6 +75,7 @@ struct AttachResult {
     std::string mode;  // "none", "arbiter", "node-local", "fail-open"
     arbiter::WireClass cls;
     const char* class_rule = "";
+    TrafficHint hint;
 };
 
 class WanAdmission {
@@ -78,7 +88,8 @@ class WanAdmission {
     // Classifies `comm` and gates it when it is a WAN flow under a temporal policy. Must run
     // before the comm's first isend. Never fails: problems with the arbiter or the segment
     // make the comm send unarbitrated (one WARN per cause).
-    AttachResult attach(transport::SendComm& comm, uint64_t comm_id, int traffic_class);
+    AttachResult attach(transport::SendComm& comm, uint64_t comm_id, int traffic_class,
+                        const TrafficHint& hint = {});
 
     // The receive side of the same WAN rule, for callers that treat WAN receives specially
     // (the plugin's bubble measurement): ATLAS_DC_MAP on the comm's local and peer

@@ -64,15 +64,22 @@ TEST_P(TableVersion, PropertiesValidForEveryDevice) {
                 EXPECT_LE(p.max_p2p_bytes, NCCL_MAX_NET_SIZE_BYTES);
                 EXPECT_GT(p.max_coll_bytes, 0u);
                 EXPECT_LE(p.max_coll_bytes, NCCL_MAX_NET_SIZE_BYTES);
+                EXPECT_EQ(p.vprops_capacity, version >= 12 ? NCCL_NET_MAX_DEVS_PER_NIC_V12
+                                                           : NCCL_NET_MAX_DEVS_PER_NIC);
                 EXPECT_GE(p.vprops_ndevs, 1);
-                EXPECT_LE(p.vprops_ndevs, NCCL_NET_MAX_DEVS_PER_NIC);
-                for (int i = 0; i < p.vprops_ndevs && i < NCCL_NET_MAX_DEVS_PER_NIC; ++i) {
+                EXPECT_LE(p.vprops_ndevs, p.vprops_capacity);
+                for (int i = 0; i < p.vprops_ndevs && i < p.vprops_capacity; ++i) {
                     EXPECT_GE(p.vprops_devs[i], 0);
                     EXPECT_LT(p.vprops_devs[i], ndev);
                 }
             }
             if (version >= 11) {
                 EXPECT_EQ(p.max_multi_request_size, 1);
+            }
+            if (version >= 12) {
+                // Nothing tells an Ethernet interface's rail or plane: "not known".
+                EXPECT_EQ(p.rail_id, NCCL_NET_ID_UNDEF);
+                EXPECT_EQ(p.plane_id, NCCL_NET_ID_UNDEF);
             }
         }
         // Out-of-range devices are rejected, not read out of bounds.
@@ -83,7 +90,7 @@ TEST_P(TableVersion, PropertiesValidForEveryDevice) {
     });
 }
 
-INSTANTIATE_TEST_SUITE_P(AbiTable, TableVersion, ::testing::Values(8, 9, 10, 11),
+INSTANTIATE_TEST_SUITE_P(AbiTable, TableVersion, ::testing::Values(8, 9, 10, 11, 12),
                          [](const ::testing::TestParamInfo<int>& param_info) {
                              return "v" + std::to_string(param_info.param);
                          });
@@ -210,7 +217,7 @@ TEST(AbiLifecycle, DlcloseThenDlopenAgain) {
 // ---------------------------------------------------------------------------------------------
 // Exported symbols
 
-TEST(AbiExports, OnlyTheFourNetTables) {
+TEST(AbiExports, ExactlyTheNetTablesV8ToV12) {
 #ifndef ATLAS_NM_PATH
     GTEST_SKIP() << "no nm found at configure time";
 #else
@@ -230,7 +237,8 @@ TEST(AbiExports, OnlyTheFourNetTables) {
     int rc = pclose(p);
     ASSERT_EQ(rc, 0) << cmd << " failed";
     const std::set<std::string> expected = {"ncclNetPlugin_v8", "ncclNetPlugin_v9",
-                                            "ncclNetPlugin_v10", "ncclNetPlugin_v11"};
+                                            "ncclNetPlugin_v10", "ncclNetPlugin_v11",
+                                            "ncclNetPlugin_v12"};
     // Linker-provided markers that some toolchains put into .dynsym; tolerated, not required.
     const std::set<std::string> tolerated = {"_init", "_fini", "_edata", "_end", "__bss_start"};
     std::string unexpected;

@@ -81,6 +81,7 @@ TEST(PluginTablesTest, NamesAreValidBeforeInitAndOptionalSlotsAreNull) {
     EXPECT_STREQ(ncclNetPlugin_v9.name, "Atlas");
     EXPECT_STREQ(ncclNetPlugin_v10.name, "Atlas");
     EXPECT_STREQ(ncclNetPlugin_v11.name, "Atlas");
+    EXPECT_STREQ(ncclNetPlugin_v12.name, "Atlas");
 
     EXPECT_EQ(ncclNetPlugin_v8.regMrDmaBuf, nullptr);
     EXPECT_EQ(ncclNetPlugin_v8.getDeviceMr, nullptr);
@@ -89,7 +90,12 @@ TEST(PluginTablesTest, NamesAreValidBeforeInitAndOptionalSlotsAreNull) {
     EXPECT_EQ(ncclNetPlugin_v9.makeVDevice, nullptr);
     EXPECT_EQ(ncclNetPlugin_v10.makeVDevice, nullptr);
     EXPECT_EQ(ncclNetPlugin_v11.makeVDevice, nullptr);
-    EXPECT_EQ(ncclNetPlugin_v11.setNetAttr, nullptr);
+    // setNetAttr records NCCL's hints (v11+); the same functions serve v12.
+    EXPECT_NE(ncclNetPlugin_v11.setNetAttr, nullptr);
+    EXPECT_NE(ncclNetPlugin_v12.setNetAttr, nullptr);
+    EXPECT_EQ(ncclNetPlugin_v12.makeVDevice, nullptr);
+    EXPECT_EQ(ncclNetPlugin_v12.isend, ncclNetPlugin_v11.isend);
+    EXPECT_EQ(ncclNetPlugin_v12.finalize, ncclNetPlugin_v11.finalize);
     EXPECT_EQ(ncclNetPlugin_v11.regMrDmaBuf, nullptr);
     EXPECT_EQ(ncclNetPlugin_v11.getDeviceMr, nullptr);
     EXPECT_EQ(ncclNetPlugin_v11.irecvConsumed, nullptr);

@@ -40,7 +40,8 @@ typedef struct {
     ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
     ncclResult_t (*connect)(int dev, void* handle, void** sendComm,
                             ncclNetDeviceHandle_v9_t** sendDevComm);
-    ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v9_t** recvDevComm);
+    ncclResult_t (*accept)(void* listenComm, void** recvComm,
+                           ncclNetDeviceHandle_v9_t** recvDevComm);
     ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
     ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
                                 int fd, void** mhandle);

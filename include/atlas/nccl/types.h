@@ -56,7 +56,7 @@ typedef enum {
 typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char* file,
                                   int line, const char* fmt, ...);
 
-// v10+ profiler callback; Atlas registers no event types and never calls it.
+// v10+ profiler callback: how a plugin reports its network events (profiler_net.h).
 typedef ncclResult_t (*ncclProfilerCallback_t)(void** eHandle, int type, void* pHandle,
                                                int64_t pluginId, void* extData);
 
@@ -72,6 +72,28 @@ typedef ncclResult_t (*ncclProfilerCallback_t)(void** eHandle, int type, void* p
 #define NCCL_MAX_NET_SIZE_BYTES (1ULL << 40)  // upper bound for maxP2pBytes / maxCollBytes
 #define NCCL_NET_TRAFFIC_CLASS_UNDEF -1
 #define NCCL_NET_ATTR_UNDEF -1
+
+// ncclFunc_t (NCCL's nccl_common.h): the bit positions in ncclNetAttr_v11/v12 `op` masks.
+// NCCL sets op = 1 << collAPI per transfer; a p2p-only connection is announced with
+// Send|Recv|AlltoAll|Scatter|Gather, a collective connection with op = NCCL_NET_ATTR_UNDEF.
+typedef enum {
+    ncclFuncBroadcast = 0,
+    ncclFuncReduce = 1,
+    ncclFuncAllGather = 2,
+    ncclFuncReduceScatter = 3,
+    ncclFuncAllReduce = 4,
+    ncclFuncSendRecv = 5,
+    ncclFuncSend = 6,
+    ncclFuncRecv = 7,
+    ncclFuncAlltoAll = 8,
+    ncclFuncScatter = 9,
+    ncclFuncGather = 10,
+    ncclFuncAllGatherV = 11,
+    ncclFuncPutSignal = 12,
+    ncclFuncSignal = 13,
+    ncclFuncWaitSignal = 14,
+    ncclNumFuncs = 15
+} ncclFunc_t;
 
 typedef enum {
     NCCL_NET_DEVICE_HOST = 0,

@@ -1,0 +1,102 @@
+// The requests isend/irecv hand to NCCL, and the profiler events they carry.
+//
+// Every request NCCL sees is a PluginRequest from its comm's RequestPool: it wraps the
+// transport's request and holds the NCCL profiler event of that transfer (NCCL 2.26+ passes
+// a phandle to isend/irecv and a callback to init). The wrapper also lets test() reject a
+// pointer that is not an in-flight request of a live comm instead of dereferencing it.
+//
+// Profiler events (docs/nccl-abi.md section 6): when NCCL gave a callback at init and a
+// non-NULL phandle, isend/irecv start one atlasProfileRequest event (pluginId
+// ATLAS_PROFILER_NET_ID) with {stream, op, length, nstreams, dev, seq}; test() closes it with
+// UpdateAndStop carrying the bytes that moved (and the stream, now known for receives). A
+// comm closed with requests in flight stops their events. Stream-level events (a reset or
+// rejoin of one stream, issue 16) hang under the oldest open request of their comm:
+// reportStreamEvent() is the hook for them.
+//
+// Cost: without a profiler plugin NCCL's callback returns at its first check, so a request
+// costs two indirect calls. Requests never allocate.
+//
+// Threads: a pool belongs to one comm and is used by the thread NCCL drives that comm with
+// (isend/irecv/test are serialised per comm by NCCL's contract); close runs after that
+// thread stopped using the comm.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "atlas/nccl/net.h"
+
+namespace atlas::transport {
+class Request;
+}
+
+namespace atlas::plugin {
+
+class RequestPool;
+
+struct PluginRequest {
+    uint32_t magic = 0;  // kInFlight while NCCL holds it, else kFree
+    transport::Request* inner = nullptr;
+    void* event = nullptr;  // NCCL profiler event, nullptr when none was started
+    RequestPool* pool = nullptr;
+    uint64_t seq = 0;
+    size_t length = 0;  // posted size (send) or capacity (receive)
+};
+
+// Which way the comm's transfers go, for the event descriptor.
+enum class RequestOp : int { kSend = atlasProfileOpSend, kRecv = atlasProfileOpRecv };
+
+// The process-wide callback NCCL handed to init (the same for every init of a process);
+// nullptr: no events. Set before any comm exists; read on the data path (relaxed).
+void setProfilerCallback(ncclProfilerCallback_t callback);
+ncclProfilerCallback_t profilerCallback();
+
+class RequestPool {
+  public:
+    static constexpr uint32_t kInFlight = 0x41745271;  // "AtRq"
+    static constexpr uint32_t kFree = 0x41744672;      // "AtFr"
+    static constexpr int kSlots = NCCL_NET_MAX_REQUESTS;
+
+    // inline_bytes: the comm's inline threshold (transport::CommInfo), for the descriptor.
+    RequestPool(RequestOp op, int dev, int nstreams, uint64_t inline_bytes);
+    ~RequestPool();  // closes the events of requests still in flight
+    RequestPool(const RequestPool&) = delete;
+    RequestPool& operator=(const RequestPool&) = delete;
+
+    // A free slot, or nullptr when kSlots requests are in flight (then the transport has no
+    // free slot either: back-pressure).
+    PluginRequest* reserve();
+    // The transport had no room: the slot goes back unused.
+    void unreserve(PluginRequest* r);
+    // The transport accepted the request: record it and start its event.
+    void posted(PluginRequest* r, transport::Request* inner, size_t length, void* phandle);
+    // test() saw it done with `bytes` moved: stop its event and free the slot.
+    void completed(PluginRequest* r, size_t bytes);
+
+    // nullptr unless `handle` is an in-flight request of some live pool.
+    static PluginRequest* fromHandle(void* handle);
+
+    // Hook for stream-level events (issue 16: reset, rejoin): reported as an Update of the
+    // oldest in-flight request's open event, with an atlasProfileStream descriptor; dropped
+    // when no event is open (NCCL's profiler only takes events under a live parent). `kind`
+    // is atlasStreamReset / atlasStreamRejoin. Same thread rule as the rest of the pool.
+    void reportStreamEvent(int stream, int kind, uint64_t bytes);
+
+    uint64_t posted_count() const { return next_seq_; }
+
+  private:
+    void fillRequest(atlasProfilerNetDescr_v1_t* d, const PluginRequest& r, size_t bytes) const;
+    int streamOf(size_t bytes) const;
+
+    RequestOp op_;
+    int dev_;
+    int nstreams_;
+    uint64_t inline_bytes_;
+    uint64_t next_seq_ = 0;
+    uint32_t free_mask_ = ~0u;  // bit i: slots_[i] is free
+    std::array<PluginRequest, kSlots> slots_;
+};
+
+}  // namespace atlas::plugin

@@ -1,0 +1,342 @@
+// NCCL's transfer hints (setNetAttr, v11/v12) and profiler events (v10+), driven through the
+// loaded .so in the order NCCL uses them: init with a profiler callback, setNetAttr on the
+// context with the connection's attributes, listen/connect/accept, then per-operation
+// setNetAttr and transfers whose isend/irecv carry a phandle.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "tests/abi/isolate.h"
+#include "tests/abi/suites.h"
+
+namespace atlas::abi {
+namespace {
+
+const Nanos kBudget = scaledBudget(60 * kNsPerSec);
+
+// ---------------------------------------------------------------------------------------------
+// A recording profiler callback, standing in for NCCL's ncclProfilerCallback.
+
+struct ProfEvent {
+    int type = -1;
+    void* handle = nullptr;   // the event handle the call refers to
+    void* phandle = nullptr;  // Start: the parent
+    int64_t plugin_id = 0;
+    atlasProfilerNetDescr_v1_t descr{};
+    bool has_descr = false;
+};
+
+std::mutex g_prof_mu;
+std::vector<ProfEvent> g_prof;  // guarded by g_prof_mu
+int g_prof_next = 1;            // guarded by g_prof_mu
+
+extern "C" ncclResult_t recordingProfiler(void** eHandle, int type, void* pHandle, int64_t pluginId,
+                                          void* extData) {
+    std::lock_guard<std::mutex> lock(g_prof_mu);
+    ProfEvent e;
+    e.type = type;
+    e.phandle = pHandle;
+    e.plugin_id = pluginId;
+    if (type == ncclProfilerNetEventStart) {
+        // NCCL's profiler allocates an event and stores it in *eHandle.
+        *eHandle = reinterpret_cast<void*>(static_cast<uintptr_t>(0x1000 * g_prof_next++));
+    }
+    e.handle = eHandle != nullptr ? *eHandle : nullptr;
+    if (extData != nullptr) {
+        std::memcpy(&e.descr, extData, sizeof(e.descr));
+        e.has_descr = true;
+    }
+    g_prof.push_back(e);
+    return ncclSuccess;
+}
+
+std::vector<ProfEvent> profEvents() {
+    std::lock_guard<std::mutex> lock(g_prof_mu);
+    return g_prof;
+}
+
+// NCCL's phandle is the address of a proxy step's event slot; any unique address will do.
+int g_step_a = 0;
+int g_step_b = 0;
+
+// One transfer of `size` bytes with phandles; returns the bytes received.
+Result<size_t> profiledTransfer(NetApi& net, const CommPair& pair, size_t size, void* send_ph,
+                                void* recv_ph, const Deadline& deadline) {
+    std::vector<uint8_t> src(size + 1), dst(size + 1);
+    fillPattern(src.data(), size, 9);
+    Result<Registration> smr = Registration::create(net, pair.send_comm, src.data(), src.size());
+    Result<Registration> rmr = Registration::create(net, pair.recv_comm, dst.data(), dst.size());
+    if (!smr.isOk() || !rmr.isOk()) {
+        return smr.isOk() ? rmr.status() : smr.status();
+    }
+    void* rreq = nullptr;
+    void* sreq = nullptr;
+    Backoff backoff;
+    while (rreq == nullptr) {
+        ATLAS_RETURN_IF_ERROR(ncclStatus(
+            net.irecv(pair.recv_comm, dst.data(), size, 0, rmr->mhandle(), &rreq, recv_ph),
+            "irecv"));
+        if (deadline.expired()) {
+            return Status(Code::kTimeout, "irecv");
+        }
+    }
+    while (sreq == nullptr) {
+        ATLAS_RETURN_IF_ERROR(ncclStatus(
+            net.isend(pair.send_comm, src.data(), size, 0, smr->mhandle(), &sreq, send_ph),
+            "isend"));
+        if (deadline.expired()) {
+            return Status(Code::kTimeout, "isend");
+        }
+    }
+    Result<size_t> sent = waitDone(net, sreq, deadline);
+    Result<size_t> got = waitDone(net, rreq, deadline);
+    if (!sent.isOk() || !got.isOk()) {
+        return sent.isOk() ? got.status() : sent.status();
+    }
+    if (describePatternMismatch(dst.data(), *got, 9) != "") {
+        return Status(Code::kInternal, "payload mismatch");
+    }
+    return *got;
+}
+
+ncclNetAttr_v12_t p2pConnectionAttr() {
+    // What NCCL's populateCommNetAttrs sets for a p2p-only connection.
+    ncclNetAttr_v12_t a;
+    a.sendCommAttr = {2, 1, 2, 1};
+    a.recvCommAttr = {2, 1, 2, 1};
+    a.op = (1u << ncclFuncSend) | (1u << ncclFuncRecv) | (1u << ncclFuncAlltoAll) |
+           (1u << ncclFuncScatter) | (1u << ncclFuncGather);
+    a.algo = static_cast<uint32_t>(NCCL_NET_ATTR_UNDEF);
+    a.proto = static_cast<uint32_t>(NCCL_NET_ATTR_UNDEF);
+    return a;
+}
+
+ncclNetAttr_v12_t collectiveConnectionAttr() {
+    // A ring/tree connection: op stays UNDEF.
+    ncclNetAttr_v12_t a = p2pConnectionAttr();
+    a.op = static_cast<uint32_t>(NCCL_NET_ATTR_UNDEF);
+    return a;
+}
+
+// Every comm counts as WAN (RTT rule with threshold 0), so connect logs its traffic kind; no
+// bubble channel and no gating (fair sharing) to keep the test self-contained.
+EnvVars wanEveryCommEnv() {
+    return loopbackEnv({{"ATLAS_WAN_RTT_US", "0"}, {"ATLAS_BUBBLES", "0"}});
+}
+
+class Hints : public ::testing::TestWithParam<int> {};
+
+TEST_P(Hints, SetNetAttrThenTransfersClassifyTheConnection) {
+    const int version = GetParam();
+    runIsolated(wanEveryCommEnv(), kBudget, [version] {
+        LogCapture::setEchoLevel(NCCL_LOG_WARN);
+        Result<std::unique_ptr<Endpoint>> ep = Endpoint::open(pluginPath(), version);
+        ATLAS_ASSERT_OK(ep);
+        NetApi& net = (*ep)->net();
+        ASSERT_TRUE(net.hasSetNetAttr()) << "v" << version << " table has no setNetAttr";
+        Deadline deadline(kBudget / 2);
+
+        // A p2p connection: NCCL sets its attributes on the context, then connects.
+        ATLAS_ASSERT_NCCL_OK(net.setNetAttr((*ep)->ctx(), p2pConnectionAttr()));
+        CommPair p2p;
+        LogCapture::clear();
+        ATLAS_ASSERT_OK(connectInProcess(net, (*ep)->ctx(), 0, &p2p, deadline));
+        EXPECT_TRUE(LogCapture::contains("pipeline traffic, priority 0"))
+            << "the p2p connection was not classified as pipeline traffic";
+        // Per operation, before its transfers: a send (collAPI Send, no algo/proto).
+        ncclNetAttr_v12_t send_op = p2pConnectionAttr();
+        send_op.op = 1u << ncclFuncSend;
+        ATLAS_ASSERT_NCCL_OK(net.setNetAttr((*ep)->ctx(), send_op));
+        Result<size_t> got = profiledTransfer(net, p2p, 300000, nullptr, nullptr, deadline);
+        ATLAS_ASSERT_OK(got);
+        EXPECT_EQ(*got, 300000u);
+
+        // A ring connection of the same communicator: op UNDEF -> data-parallel.
+        ATLAS_ASSERT_NCCL_OK(net.setNetAttr((*ep)->ctx(), collectiveConnectionAttr()));
+        CommPair ring;
+        LogCapture::clear();
+        ATLAS_ASSERT_OK(connectInProcess(net, (*ep)->ctx(), 0, &ring, deadline));
+        EXPECT_TRUE(LogCapture::contains("data-parallel traffic, priority 2"))
+            << "the collective connection was not classified as data-parallel";
+        ncclNetAttr_v12_t allreduce = collectiveConnectionAttr();
+        allreduce.op = 1u << ncclFuncAllReduce;
+        allreduce.algo = 1u << 1;   // Ring
+        allreduce.proto = 1u << 2;  // Simple
+        LogCapture::clear();
+        ATLAS_ASSERT_NCCL_OK(net.setNetAttr((*ep)->ctx(), allreduce));
+        EXPECT_TRUE(LogCapture::contains("op=AllReduce algo=Ring proto=Simple"));
+        got = profiledTransfer(net, ring, 70000, nullptr, nullptr, deadline);
+        ATLAS_ASSERT_OK(got);
+        // The p2p comm still works after the context's hints moved on.
+        got = profiledTransfer(net, p2p, 1000, nullptr, nullptr, deadline);
+        ATLAS_ASSERT_OK(got);
+        ATLAS_EXPECT_OK(closePair(net, &p2p));
+        ATLAS_EXPECT_OK(closePair(net, &ring));
+        ATLAS_EXPECT_OK((*ep)->finalizeAndClose());
+    });
+}
+
+TEST_P(Hints, PriorityOrderIsConfigurable) {
+    const int version = GetParam();
+    EnvVars env = wanEveryCommEnv();
+    env.push_back({"ATLAS_TRAFFIC_PRIORITY", "collective"});
+    runIsolated(env, kBudget, [version] {
+        Result<std::unique_ptr<Endpoint>> ep = Endpoint::open(pluginPath(), version);
+        ATLAS_ASSERT_OK(ep);
+        NetApi& net = (*ep)->net();
+        Deadline deadline(kBudget / 2);
+        ATLAS_ASSERT_NCCL_OK(net.setNetAttr((*ep)->ctx(), p2pConnectionAttr()));
+        CommPair p2p;
+        LogCapture::clear();
+        ATLAS_ASSERT_OK(connectInProcess(net, (*ep)->ctx(), 0, &p2p, deadline));
+        EXPECT_TRUE(LogCapture::contains("pipeline traffic, priority 2"));
+        ATLAS_EXPECT_OK(closePair(net, &p2p));
+        ATLAS_EXPECT_OK((*ep)->finalizeAndClose());
+    });
+}
+
+TEST_P(Hints, BadArgumentsAreRejected) {
+    const int version = GetParam();
+    runIsolated(loopbackEnv(), kBudget, [version] {
+        Result<std::unique_ptr<PluginLibrary>> lib = PluginLibrary::open(pluginPath());
+        ATLAS_ASSERT_OK(lib);
+        auto set_attr =
+            version == 12
+                ? (*lib)->v12()->setNetAttr
+                : reinterpret_cast<decltype((*lib)->v12()->setNetAttr)>((*lib)->v11()->setNetAttr);
+        ASSERT_NE(set_attr, nullptr);
+        std::unique_ptr<NetApi> net = makeNetApi(**lib, version);
+        void* ctx = nullptr;
+        ATLAS_ASSERT_NCCL_OK(net->init(&ctx, captureLogger));
+        ncclNetAttr_v12_t attr = p2pConnectionAttr();
+        EXPECT_EQ(set_attr(ctx, nullptr), ncclInternalError);
+        EXPECT_EQ(set_attr(nullptr, &attr), ncclInternalError);
+        int not_a_ctx[16] = {};
+        EXPECT_EQ(set_attr(not_a_ctx, &attr), ncclInternalError);
+        EXPECT_EQ(set_attr(ctx, &attr), ncclSuccess);
+        EXPECT_EQ(net->finalize(ctx), ncclSuccess);
+    });
+}
+
+TEST(Hints, TablesBeforeV11HaveNoSetNetAttr) {
+    runIsolated(loopbackEnv(), kBudget, [] {
+        Result<std::unique_ptr<PluginLibrary>> lib = PluginLibrary::open(pluginPath());
+        ATLAS_ASSERT_OK(lib);
+        for (int v : {8, 9, 10}) {
+            EXPECT_FALSE(makeNetApi(**lib, v)->hasSetNetAttr()) << "v" << v;
+        }
+    });
+}
+
+INSTANTIATE_TEST_SUITE_P(Citizen, Hints, ::testing::Values(11, 12),
+                         [](const ::testing::TestParamInfo<int>& param_info) {
+                             return "v" + std::to_string(param_info.param);
+                         });
+
+// ---------------------------------------------------------------------------------------------
+// Profiler events
+
+class Profiler : public ::testing::TestWithParam<int> {};
+
+TEST_P(Profiler, OneEventPerRequestWithStreamOpAndLength) {
+    const int version = GetParam();
+    runIsolated(loopbackEnv(), kBudget, [version] {
+        InitOptions opts;
+        opts.profiler = recordingProfiler;
+        Result<std::unique_ptr<Endpoint>> ep = Endpoint::open(pluginPath(), version, opts);
+        ATLAS_ASSERT_OK(ep);
+        NetApi& net = (*ep)->net();
+        Deadline deadline(kBudget / 2);
+        CommPair pair;
+        ATLAS_ASSERT_OK(connectInProcess(net, (*ep)->ctx(), 0, &pair, deadline));
+        const size_t kSmall = 100;      // inline on the control stream
+        const size_t kLarge = 3 << 20;  // striped over the data streams
+        ATLAS_ASSERT_OK(profiledTransfer(net, pair, kSmall, &g_step_a, &g_step_b, deadline));
+        ATLAS_ASSERT_OK(profiledTransfer(net, pair, kLarge, &g_step_a, &g_step_b, deadline));
+        // No phandle (NCCL without a profiler parent): no event, and NCCL's callback is never
+        // given a NULL parent to dereference.
+        ATLAS_ASSERT_OK(profiledTransfer(net, pair, 5000, nullptr, nullptr, deadline));
+        ATLAS_EXPECT_OK(closePair(net, &pair));
+        ATLAS_EXPECT_OK((*ep)->finalizeAndClose());
+
+        const std::vector<ProfEvent> ev = profEvents();
+        int starts = 0;
+        int stops = 0;
+        for (const ProfEvent& e : ev) {
+            SCOPED_TRACE("event type " + std::to_string(e.type));
+            if (e.type == ncclProfilerNetEventStart) {
+                ++starts;
+                EXPECT_NE(e.phandle, nullptr);
+                EXPECT_EQ(e.plugin_id, static_cast<int64_t>(ATLAS_PROFILER_NET_ID));
+                ASSERT_TRUE(e.has_descr);
+                EXPECT_EQ(e.descr.type, atlasProfileRequest);
+                const bool send = e.phandle == &g_step_a;
+                EXPECT_EQ(e.descr.req.op, send ? atlasProfileOpSend : atlasProfileOpRecv);
+                EXPECT_GE(e.descr.req.nstreams, 1);
+                EXPECT_EQ(e.descr.req.dev, 0);
+            } else {
+                EXPECT_EQ(e.type, ncclProfilerNetEventUpdateAndStop);
+                ++stops;
+                ASSERT_TRUE(e.has_descr);
+                const size_t len = e.descr.req.length;
+                EXPECT_TRUE(len == kSmall || len == kLarge) << len;
+                EXPECT_EQ(e.descr.req.stream, len == kSmall ? ATLAS_PROFILER_STREAM_CONTROL
+                                                            : ATLAS_PROFILER_STREAM_STRIPED);
+            }
+        }
+        // Two profiled transfers: a send and a receive event each, each started and stopped.
+        EXPECT_EQ(starts, 4);
+        EXPECT_EQ(stops, 4);
+        // Every stop closes an event that was started.
+        for (const ProfEvent& e : ev) {
+            if (e.type != ncclProfilerNetEventStart) {
+                bool started = false;
+                for (const ProfEvent& s : ev) {
+                    started |= s.type == ncclProfilerNetEventStart && s.handle == e.handle;
+                }
+                EXPECT_TRUE(started) << "stop of an event never started";
+            }
+        }
+    });
+}
+
+TEST_P(Profiler, CloseWithRequestInFlightStopsItsEvent) {
+    const int version = GetParam();
+    runIsolated(loopbackEnv(), kBudget, [version] {
+        InitOptions opts;
+        opts.profiler = recordingProfiler;
+        Result<std::unique_ptr<Endpoint>> ep = Endpoint::open(pluginPath(), version, opts);
+        ATLAS_ASSERT_OK(ep);
+        NetApi& net = (*ep)->net();
+        Deadline deadline(kBudget / 2);
+        CommPair pair;
+        ATLAS_ASSERT_OK(connectInProcess(net, (*ep)->ctx(), 0, &pair, deadline));
+        std::vector<uint8_t> dst(4096);
+        Result<Registration> rmr =
+            Registration::create(net, pair.recv_comm, dst.data(), dst.size());
+        ATLAS_ASSERT_OK(rmr);
+        void* rreq = nullptr;
+        while (rreq == nullptr) {
+            ATLAS_ASSERT_NCCL_OK(net.irecv(pair.recv_comm, dst.data(), dst.size(), 0,
+                                           rmr->mhandle(), &rreq, &g_step_b));
+        }
+        (void)rmr->release();
+        ATLAS_EXPECT_OK(closePair(net, &pair));
+        const std::vector<ProfEvent> ev = profEvents();
+        ASSERT_EQ(ev.size(), 2u);
+        EXPECT_EQ(ev[0].type, ncclProfilerNetEventStart);
+        EXPECT_EQ(ev[1].type, ncclProfilerNetEventStop);
+        EXPECT_EQ(ev[1].handle, ev[0].handle);
+        ATLAS_EXPECT_OK((*ep)->finalizeAndClose());
+    });
+}
+
+INSTANTIATE_TEST_SUITE_P(Citizen, Profiler, ::testing::Values(10, 11, 12),
+                         [](const ::testing::TestParamInfo<int>& param_info) {
+                             return "v" + std::to_string(param_info.param);
+                         });
+
+}  // namespace
+}  // namespace atlas::abi
