@@ -17,6 +17,7 @@
 #include "atlas/common/clock.h"
 #include "channel/channel_name.h"
 #include "plugin/bubbles.h"
+#include "plugin/comm_stats.h"
 #include "plugin/devices.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
@@ -73,16 +74,20 @@ struct CommBase {
 };
 struct ListenObj : CommBase {
     std::unique_ptr<transport::ListenComm> comm;
+    transport::Transport* transport = nullptr;  // outlives the listen comm
+    netstat::StatsWriter* stats = nullptr;      // idem; nullptr: no stats segment
     IdleRecorder* bubbles = nullptr;         // receives of accepted WAN comms are watched when set
     const wan::WanAdmission* wan = nullptr;  // the WAN rule for those receives; outlives us
 };
 struct SendObj : CommBase {
     std::unique_ptr<transport::SendComm> comm;
     std::unique_ptr<RequestPool> requests;  // what isend hands to NCCL (plugin/requests.h)
+    netstat::StatsWriter* stats = nullptr;  // outlives the comm (GlobalState)
 };
 struct RecvObj : CommBase {
     std::unique_ptr<transport::RecvComm> comm;
     std::unique_ptr<RequestPool> requests;
+    netstat::StatsWriter* stats = nullptr;
 };
 
 // regMr handle. Nothing is pinned or registered: TCP reads and writes host memory directly.
@@ -115,6 +120,9 @@ struct GlobalState {
     // WAN admission (docs/arbitration.md): gates live in comms, so it is destroyed after
     // the transport; its destructor joins the arbiter client and shm watcher threads.
     std::unique_ptr<wan::WanAdmission> wan;
+    // The stats segment (docs/netstat.md): comm records are released at close and sinks die
+    // with their transport comms, so it is destroyed after the transport.
+    std::unique_ptr<netstat::StatsWriter> stats;
     std::unique_ptr<transport::Transport> transport;  // declared last: destroyed first
 };
 
@@ -278,6 +286,17 @@ Status ensureStateLocked() {
         ATLAS_TRACE("%s", line.c_str());
     }
 
+    auto stats = createStatsWriter(st->params);
+    if (!stats) {
+        ATLAS_WARN("stats segment not published (%s); atlas-netstat will not see this process",
+                   stats.status().toString().c_str());
+    } else {
+        st->stats = std::move(stats.value());
+        if (st->stats != nullptr) {
+            ATLAS_INFO("stats segment %s (atlas-netstat)", st->stats->path().c_str());
+        }
+    }
+
     DiscoveryOptions opts;
     opts.ifname_spec = st->params.socket_ifname;
     opts.family = st->params.socket_family;
@@ -383,6 +402,10 @@ ncclResult_t closeObj(const char* func, void* p, uint32_t magic) {
         Status st = Status::ok();
         if constexpr (!std::is_same_v<Obj, ListenObj>) {
             st = owned->comm->close();
+            // The engine took its last sample in close(); the record can be reused now.
+            if (owned->stats != nullptr) {
+                owned->stats->release(owned->requests->statsRecord());
+            }
         }
         owned->magic = kDeadMagic;
         owned.reset();
@@ -632,9 +655,9 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
             // The Transport outlives this call: a live context (or the legacy reference)
             // keeps the state, and NCCL does not finalize while it is listening.
             t = g_state->transport.get();
+            obj->wan = g_state->wan.get();
             if (g_state->params.bubbles) {
                 obj->bubbles = &g_state->idle_recorder;
-                obj->wan = g_state->wan.get();
             }
         }
         auto lc = t->listen(local, static_cast<uint8_t*>(handle));
@@ -642,6 +665,11 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
             return lc.status();
         }
         obj->magic = kListenMagic;
+        obj->transport = t;
+        {
+            std::lock_guard<std::mutex> lock(g_mutex);
+            obj->stats = g_state != nullptr ? g_state->stats.get() : nullptr;
+        }
         obj->dev = dev;
         obj->comm = std::move(lc.value());
         g_live_comms.fetch_add(1, std::memory_order_acq_rel);
@@ -660,6 +688,8 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
         wan::WanAdmission* wan_admission = nullptr;  // lives as long as t
         uint64_t comm_id = 0;
         int tc = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+        netstat::StatsWriter* stats = nullptr;
+        Nanos stats_interval = 0;
         TrafficKind kind = TrafficKind::kUnknown;
         PriorityOrder order = PriorityOrder::kPipelineFirst;
         {
@@ -677,6 +707,8 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
             t = g_state->transport.get();
             wan_admission = g_state->wan.get();
             order = g_state->priority_order;
+            stats = g_state->stats.get();
+            stats_interval = static_cast<Nanos>(g_state->params.netstat_interval_ms) * kNsPerMs;
         }
         if (traffic_class != nullptr) {
             tc = *traffic_class;
@@ -686,10 +718,18 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
         if (sc == nullptr) {
             return Status::ok();  // not connected yet: NCCL calls again with the same handle
         }
+        CommStatsInputs si;
+        si.role = netstat::kRoleSend;
+        si.comm_id = comm_id;
+        si.dev = dev;
+        si.traffic = kind;
+        si.priority = admissionPriority(kind, order);
         if (wan_admission != nullptr) {
             // Before NCCL can isend on it: WAN flows get their admission gate here.
-            const wan::TrafficHint hint{kind, admissionPriority(kind, order)};
+            const wan::TrafficHint hint{kind, si.priority};
             const wan::AttachResult wr = wan_admission->attach(*sc, comm_id, tc, hint);
+            si.wan = wr.verdict.wan;
+            si.link = wr.verdict.link;
             if (wr.verdict.wan) {
                 ATLAS_INFO("WAN send comm to %s (%s): %s, %s (%s), %s traffic, priority %d",
                            sc->info().peer.toString().c_str(), wr.verdict.reason.c_str(),
@@ -706,6 +746,8 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
         obj->comm = std::move(sc);
         obj->requests = std::make_unique<RequestPool>(
             RequestOp::kSend, dev, obj->comm->info().nstreams, obj->comm->info().inline_bytes);
+        obj->stats = stats;
+        obj->requests->setStatsRecord(attachStats(stats, stats_interval, *obj->comm, si));
         const transport::CommInfo& info = obj->comm->info();
         ATLAS_TRACE("connected dev %d to %s: %d stream(s), rtt %.3f ms%s", dev,
                     info.peer.toString().c_str(), info.nstreams,
@@ -739,6 +781,12 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
         }
         std::unique_ptr<transport::RecvComm> rc;
         ATLAS_RETURN_IF_ERROR(lobj->comm->accept(&rc));
+        if (lobj->stats != nullptr) {
+            // Strangers the listeners dropped: a process-wide figure, refreshed while NCCL
+            // polls accept (the only time a listener exists).
+            netstat::StatsWriter::setCounter(lobj->stats->header().auth_failures,
+                                             lobj->transport->authFailures());
+        }
         if (rc == nullptr) {
             return Status::ok();  // no connector finished the handshake yet
         }
@@ -760,6 +808,27 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
         obj->requests =
             std::make_unique<RequestPool>(RequestOp::kRecv, lobj->dev, obj->comm->info().nstreams,
                                           obj->comm->info().inline_bytes);
+        {
+            std::lock_guard<std::mutex> lock(g_mutex);
+            if (g_state != nullptr && g_state->stats != nullptr) {
+                obj->stats = g_state->stats.get();
+                CommStatsInputs si;
+                si.role = netstat::kRoleRecv;
+                si.comm_id = obj->comm_id;
+                si.dev = obj->dev;
+                si.traffic = obj->traffic;
+                si.priority = admissionPriority(obj->traffic, g_state->priority_order);
+                if (lobj->wan != nullptr) {
+                    const wan::WanVerdict v = lobj->wan->classifyRecv(obj->comm->info());
+                    si.wan = v.wan;
+                    si.link = v.link;
+                }
+                obj->requests->setStatsRecord(attachStats(
+                    obj->stats,
+                    static_cast<Nanos>(g_state->params.netstat_interval_ms) * kNsPerMs,
+                    *obj->comm, si));
+            }
+        }
         const transport::CommInfo& info = obj->comm->info();
         ATLAS_TRACE("accepted dev %d from %s: %d stream(s), rtt %.3f ms%s", lobj->dev,
                     info.peer.toString().c_str(), info.nstreams,

@@ -162,7 +162,15 @@ struct EnumChoices<transport::StripeMode> {
       "This process's GPU index on the node; -1 = LOCAL_RANK / OMPI / SLURM variables, else 0")   \
     X(ATLAS_TRAFFIC_PRIORITY, traffic_priority, String, "pipeline", 0, 0,                         \
       "Which WAN traffic goes first on a shared link: pipeline (send/recv), collective, or "      \
-      "equal (arrival order); the kind comes from NCCL's setNetAttr hints")
+      "equal (arrival order); the kind comes from NCCL's setNetAttr hints")                       \
+    X(ATLAS_NETSTAT, netstat, Bool, true, 0, 0,                                                   \
+      "Publish per comm and per stream counters in a shared-memory segment for atlas-netstat")    \
+    X(ATLAS_NETSTAT_DIR, netstat_dir, String, "/dev/shm", 0, 0,                                   \
+      "Directory of the stats segment atlas-netstat-<uid>-<pid>")                                 \
+    X(ATLAS_NETSTAT_COMMS, netstat_comms, Uint, 256, 1, 65536,                                    \
+      "Comm records in the stats segment; comms beyond it run without stats")                     \
+    X(ATLAS_NETSTAT_INTERVAL_MS, netstat_interval_ms, Uint, 200, 10, 60000,                       \
+      "How often each comm's engine samples its streams' TCP_INFO for the stats segment")
 
 // Duplicate keys fail to compile: each key defines one empty struct in this namespace.
 namespace param_key_guards {

@@ -99,6 +99,9 @@ void RequestPool::posted(PluginRequest* r, transport::Request* inner, size_t len
 }
 
 void RequestPool::completed(PluginRequest* r, size_t bytes) {
+    if (stats_ != nullptr) {
+        netstat::StatsWriter::completed(*stats_, bytes, static_cast<uint64_t>(monotonicNowNs()));
+    }
     if (r->event != nullptr) {
         atlasProfilerNetDescr_v1_t d;
         fillRequest(&d, *r, bytes);

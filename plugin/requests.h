@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "atlas/nccl/net.h"
+#include "netstat/writer.h"
 
 namespace atlas::transport {
 class Request;
@@ -85,6 +86,10 @@ class RequestPool {
     void reportStreamEvent(int stream, int kind, uint64_t bytes);
 
     uint64_t posted_count() const { return next_seq_; }
+    // The comm's stats record (plugin/comm_stats.h): completed() counts messages into it.
+    // Set before the first post; nullptr: no stats.
+    void setStatsRecord(netstat::CommRecord* record) { stats_ = record; }
+    netstat::CommRecord* statsRecord() const { return stats_; }
 
   private:
     void fillRequest(atlasProfilerNetDescr_v1_t* d, const PluginRequest& r, size_t bytes) const;
@@ -96,6 +101,7 @@ class RequestPool {
     uint64_t inline_bytes_;
     uint64_t next_seq_ = 0;
     uint32_t free_mask_ = ~0u;  // bit i: slots_[i] is free
+    netstat::CommRecord* stats_ = nullptr;
     std::array<PluginRequest, kSlots> slots_;
 };
 

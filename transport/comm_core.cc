@@ -127,6 +127,9 @@ void CommCore::onDoorbell() {
 
 void CommCore::beginClose() {
     closing_ = true;
+    if (CommStatsSink* sink = stats_.load(std::memory_order_acquire)) {
+        sampleStats(*sink, params_.clock->nowNs());  // the final counters
+    }
     if (granted_) {
         gate_->release(granted_bytes_, params_.clock->nowNs());
         granted_ = false;
@@ -278,6 +281,7 @@ bool CommCore::admitted() {
     }
     granted_ = gate_->acquire(waiting, now);
     granted_bytes_ = 0;
+    ++(granted_ ? engine_counters_.gate_grants : engine_counters_.gate_waits);
     return granted_;
 }
 

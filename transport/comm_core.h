@@ -31,6 +31,7 @@
 #include "atlas/common/log.h"
 #include "atlas/recv_observer.h"
 #include "atlas/common/status.h"
+#include "atlas/stream_stats.h"
 #include "transport/net.h"
 #include "transport/reactor.h"
 #include "transport/socket_util.h"
@@ -95,6 +96,12 @@ class CommCore final : public IoHandler {
     void setGate(std::unique_ptr<FlowGate> gate) { gate_ = std::move(gate); }
     // Same publication rule as setGate (the engine first touches it for a posted receive).
     void setObserver(std::unique_ptr<RecvObserver> observer) { observer_ = std::move(observer); }
+    // Poster side, once, any time before close (comm_stats.cc): from then on the owner engine
+    // reports the comm's streams to `sink` every `interval_ns`, and once more when the comm
+    // closes. Published by a release store the engine's acquire load pairs with.
+    void setStatsSink(std::unique_ptr<CommStatsSink> sink, Nanos interval_ns);
+    // Engine thread: samples when the interval is due (cheap when not).
+    void maybeSample(Nanos now_ns);
 
     // ---- Engine thread only ----
     void onAdopt(Reactor& reactor);
@@ -177,6 +184,7 @@ class CommCore final : public IoHandler {
     uint64_t pendingReceives() const { return engine_seq_ - oldest_; }
 
     bool admitted();  // engine: may striping continue now? (asks the gate)
+    void sampleStats(CommStatsSink& sink, Nanos now_ns);  // engine (comm_stats.cc)
 
     CommParams params_;
     Engine* engine_;
@@ -184,6 +192,11 @@ class CommCore final : public IoHandler {
     std::unique_ptr<RecvObserver> observer_;  // null: receives not watched
     bool granted_ = false;            // engine: holding the gate's grant
     uint64_t granted_bytes_ = 0;      // striped under the current grant
+    CommEngineCounters engine_counters_;  // engine: gate waits/grants, for the stats sink
+    std::unique_ptr<CommStatsSink> stats_owned_;   // set once by the poster; freed with the comm
+    std::atomic<CommStatsSink*> stats_{nullptr};   // the engine's view of stats_owned_
+    Nanos stats_interval_ns_ = 0;                  // written before stats_ is published
+    Nanos next_sample_ns_ = 0;                     // engine
     Reactor* reactor_ = nullptr;
     std::vector<std::unique_ptr<Stream>> streams_;  // [0] = control
     std::unique_ptr<Striper> striper_;

@@ -9,6 +9,12 @@
 
 namespace atlas::transport {
 
+namespace {
+// How often an engine looks at its comms' stats intervals; also the longest it sleeps while
+// it owns comms, so an idle comm's TCP_INFO still refreshes.
+constexpr Nanos kStatsTickNs = 50 * kNsPerMs;
+}  // namespace
+
 Result<std::unique_ptr<Engine>> Engine::start(int index, IoBackend backend, Nanos spin_ns,
                                               const Logger& log) {
     std::unique_ptr<Engine> e(new Engine(index, spin_ns, log));
@@ -111,9 +117,17 @@ void Engine::run() {
         if (active) {
             last_activity = now;
         }
-        Nanos timeout = -1;
+        // Stats sampling (comm_stats.cc): between I/O batches, never inside a completion; each
+        // comm samples at its own interval, checked on a coarse tick.
+        if (now >= next_stats_tick_ns_) {
+            next_stats_tick_ns_ = now + kStatsTickNs;
+            for (CommCore* c : comms_) {
+                c->maybeSample(now);
+            }
+        }
+        Nanos timeout = comms_.empty() ? -1 : kStatsTickNs;
         if (!closing_.empty()) {
-            timeout = kNsPerMs;  // poll for in-flight ops of closing comms to drain
+            timeout = std::min<Nanos>(timeout < 0 ? kNsPerMs : timeout, kNsPerMs);  // drain ops
         }
         if (now - last_activity < spin_ns_) {
             timeout = 0;  // spinning: poll without sleeping; posters need not wake us

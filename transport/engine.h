@@ -88,6 +88,7 @@ class Engine {
     // Engine thread only.
     std::vector<CommCore*> comms_;
     std::vector<std::shared_ptr<Release>> closing_;
+    Nanos next_stats_tick_ns_ = 0;  // comms' stats sampling is checked on this tick
 };
 
 }  // namespace atlas::transport

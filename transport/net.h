@@ -23,6 +23,7 @@
 
 #include "atlas/admission.h"
 #include "atlas/recv_observer.h"
+#include "atlas/stream_stats.h"
 #include "atlas/common/clock.h"
 #include "atlas/common/log.h"
 #include "atlas/common/status.h"
@@ -109,6 +110,9 @@ class Transport {
     Status connect(uint8_t handle[kHandleSize], std::unique_ptr<SendComm>* out);
 
     int liveComms() const;
+    // Connections a listener of this transport dropped because they failed authentication
+    // (a wrong or missing ATLAS_AUTH_KEY on the connecting side). Monotonic, any thread.
+    uint64_t authFailures() const;
 
     // transport/-internal state (engines, live comm count). Opaque to every other folder.
     struct Impl;
@@ -156,6 +160,10 @@ class SendComm {
     void setGate(std::unique_ptr<FlowGate> gate);
     // Rings this comm's engine; safe from any thread while the comm is open. For gates.
     std::function<void()> waker();
+    // The owner engine reports this comm's streams (bytes, TCP_INFO) and gate counters to
+    // `sink` every `interval_ns` and once when the comm closes (include/atlas/stream_stats.h).
+    // Once per comm, from the comm's poster thread; the comm owns the sink.
+    void setStatsSink(std::unique_ptr<CommStatsSink> sink, Nanos interval_ns);
 
     struct Impl;
     explicit SendComm(std::unique_ptr<Impl> impl);
@@ -174,6 +182,8 @@ class RecvComm {
     // Reports each receive's post and completion times (bubble measurement). Call before
     // the first irecv; the comm owns the observer.
     void setObserver(std::unique_ptr<RecvObserver> observer);
+    // As SendComm::setStatsSink.
+    void setStatsSink(std::unique_ptr<CommStatsSink> sink, Nanos interval_ns);
 
     struct Impl;
     explicit RecvComm(std::unique_ptr<Impl> impl);

@@ -482,6 +482,7 @@ bool ListenComm::Impl::servePending(Pending& p, Nanos now) {
         return false;
     }
     if (!cfg.auth_key.empty() && !macEqual(p.data_hello.mac, dataMac(cfg.auth_key, s.auth, idx))) {
+        t_.impl().auth_failures.fetch_add(1, std::memory_order_relaxed);
         warnDrop(p.conn.fd(), "data stream failed authentication");
         return false;
     }
@@ -509,6 +510,7 @@ Status ListenComm::Impl::serveSession(Session& s, Nanos now, std::unique_ptr<Rec
             st = expect(h, body, wire::HsType::kConfig, &s.plan, "Config");
             if (st.isOk() && !cfg.auth_key.empty() &&
                 !macEqual(s.plan.client_mac, clientMac(cfg.auth_key, s.auth, s.plan))) {
+                t_.impl().auth_failures.fetch_add(1, std::memory_order_relaxed);
                 st = {Code::kRemote, "connector failed authentication (ATLAS_AUTH_KEY differs)"};
             }
             if (st.isOk()) {

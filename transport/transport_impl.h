@@ -16,6 +16,7 @@ struct Transport::Impl {
     std::vector<std::unique_ptr<Engine>> engines;
     std::atomic<uint32_t> next_engine{0};
     std::atomic<int> live_comms{0};
+    std::atomic<uint64_t> auth_failures{0};  // listeners' dropped unauthenticated connections
 
     Engine& pickEngine();
     // Wrap connected, handshaken sockets ([0] = control) into a comm owned by an engine.
