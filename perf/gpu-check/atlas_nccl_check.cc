@@ -17,10 +17,8 @@
 // libnccl.so.2 is resolved by the dynamic loader, so LD_LIBRARY_PATH selects which NCCL runs.
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,13 +29,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "perf/gpu-check/gpu_check_util.h"
+
 namespace {
+
+using atlas::gpucheck::fileContains;
+using atlas::gpucheck::findPlugin;
+using atlas::gpucheck::freeLoopbackPort;
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -83,39 +86,6 @@ bool parseSize(const std::string& t, size_t* out) {
     return true;
 }
 
-std::string exeDir() {
-    char buf[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n <= 0) {
-        return ".";
-    }
-    buf[n] = '\0';
-    std::string p(buf);
-    return p.substr(0, p.rfind('/'));
-}
-
-// --plugin, $ATLAS_PLUGIN, the .so next to this program (prebuilt folder), then the build
-// tree (<build>/perf/gpu-check/ -> <build>/plugin/).
-std::string findPlugin(const std::string& given) {
-    std::vector<std::string> candidates;
-    if (!given.empty()) {
-        candidates.push_back(given);
-    } else {
-        if (const char* env = std::getenv("ATLAS_PLUGIN")) {
-            candidates.push_back(env);
-        }
-        candidates.push_back(exeDir() + "/libnccl-net-atlas.so");
-        candidates.push_back(exeDir() + "/../../plugin/libnccl-net-atlas.so");
-    }
-    for (const std::string& c : candidates) {
-        char real[PATH_MAX];
-        if (access(c.c_str(), R_OK) == 0 && realpath(c.c_str(), real) != nullptr) {
-            return real;  // NCCL_NET_PLUGIN gets an absolute path
-        }
-    }
-    return "";
-}
-
 Args parseArgs(int argc, char** argv) {
     Args a;
     for (int i = 1; i < argc; ++i) {
@@ -156,23 +126,6 @@ Args parseArgs(int argc, char** argv) {
         }
     }
     return a;
-}
-
-int freeLoopbackPort() {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(sa);
-    int port = 0;
-    if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
-        port = ntohs(sa.sin_port);
-    }
-    if (fd >= 0) {
-        close(fd);
-    }
-    return port;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -501,17 +454,6 @@ std::string readAllFd(int fd) {
         s.append(buf, static_cast<size_t>(n));
     }
     return s;
-}
-
-bool fileContains(const std::string& path, const std::string& needle) {
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.find(needle) != std::string::npos) {
-            return true;
-        }
-    }
-    return false;
 }
 
 std::string describe(int status) {

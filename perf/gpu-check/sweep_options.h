@@ -1,0 +1,64 @@
+// atlas-nccl-sweep's command line and the NCCL environment of each net (docs/gpu-check.md).
+// Pure: parsing and environment construction, no I/O.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "perf/gpu-check/sweep_core.h"
+
+namespace atlas::gpucheck {
+
+// A transport to sweep through: the Atlas plugin, or NCCL's own socket transport with
+// NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD (0 = leave NCCL's automatic value).
+struct NetSpec {
+    enum class Kind : uint8_t { kAtlas, kSocket } kind = Kind::kAtlas;
+    int socket_threads = 0;
+    int socks_per_thread = 0;
+    std::string label() const;  // "atlas", "socket", "socket:4x4"
+};
+// "atlas", "socket" or "socket:TxS" (1 <= T <= 16, 1 <= S, T x S <= 64: NCCL's limits).
+Result<NetSpec> parseNetSpec(const std::string& text);
+
+struct SweepOptions {
+    std::vector<NetSpec> nets;  // default: atlas, socket
+    std::vector<Op> ops;        // default: all five
+    size_t min_bytes = 8;
+    size_t max_bytes = 256ull << 20;
+    int step_factor = 2;
+    int warmup = 1;  // runs per op at the largest and the smallest size before the sweep
+    IterPlan iter_plan;
+    double budget_s = 0;  // per net; 0 = none
+    int timeout_s = 300;  // per net, hard
+    std::string plugin;   // for atlas nets; resolved by the tool when empty
+    std::string nccl_lib = "libnccl.so.2";
+    std::vector<std::string> netns;  // per rank (empty: the caller's namespace)
+    std::string addr = "127.0.0.1";  // rank 0's address: NCCL_COMM_ID
+    std::string ifname = "lo";       // NCCL_SOCKET_IFNAME and ATLAS_SOCKET_IFNAME
+    std::vector<std::pair<std::string, std::string>> env;
+    int device = 0;
+    std::string logdir;
+    std::string json_path;
+    bool simulate = false;
+    SimLink sim_link;
+    std::vector<Op> sim_corrupt;  // --simulate: ops whose results get one wrong element
+    bool help = false;
+};
+
+Result<SweepOptions> parseSweepArgs(const std::vector<std::string>& args);
+const char* sweepUsage();
+
+// The environment one rank of `net` runs with: KEY=VALUE pairs to set and keys to unset, in
+// order (later entries win). `port` is the bootstrap root's port on opts.addr.
+struct RankEnv {
+    std::vector<std::pair<std::string, std::string>> set;
+    std::vector<std::string> unset;
+};
+RankEnv rankEnvironment(const SweepOptions& opts, const NetSpec& net, int rank, int port,
+                        const std::string& plugin_path, const std::string& log_path);
+
+// The line each rank's NCCL log must contain when NCCL selected `net`'s transport.
+std::string expectedNetworkLine(const NetSpec& net);
+
+}  // namespace atlas::gpucheck
