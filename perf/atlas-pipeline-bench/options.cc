@@ -1,6 +1,8 @@
 #include "perf/atlas-pipeline-bench/options.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 namespace atlas::pipebench {
@@ -38,7 +40,11 @@ usage: atlas-pipeline-bench [options]
       --stage-cpus S:LIST  pin stage S's compute thread (of every pipeline) to these CPUs, e.g.
                          0:0 or 1:2-3,6 (repeatable; the plugin's threads stay unpinned, as
                          NCCL's run on host cores); to share a core on purpose
-      --compute MODE     spin | yield | sleep (default spin: the CPU is really used)
+      --compute MODE     spin | yield | sleep | cuda (default spin: the CPU is really used;
+                         cuda: cuBLAS GEMMs on GPU 0 for the period); a list MODE,MODE,...
+                         gives stage s entry s (the last entry repeats), e.g. cuda,spin
+      --cuda-ns-per-gemm NS  --compute cuda: skip the calibration, use this GEMM time (the
+                         value a calibrating run printed), so compared runs do equal work
       --recv-post WHEN   ahead | needed (default ahead): post an iteration's receives at its
                          start, or each right before the compute that consumes it (as
                          Megatron's p2p_communicate does)
@@ -111,8 +117,21 @@ const char* computeName(Compute c) {
             return "yield";
         case Compute::kSleep:
             return "sleep";
+        case Compute::kCuda:
+            return "cuda";
     }
     return "?";
+}
+
+std::string computeText(const BenchConfig& cfg) {
+    if (cfg.stage_compute.empty()) {
+        return computeName(cfg.compute);
+    }
+    std::string s;
+    for (Compute c : cfg.stage_compute) {
+        s += (s.empty() ? "" : ",") + std::string(computeName(c));
+    }
+    return s;
 }
 
 Result<std::vector<int>> parseCpuList(const std::string& flag, const std::string& text) {
@@ -156,6 +175,13 @@ StageCost BenchConfig::cost(int stage) const {
         return stage_costs[static_cast<size_t>(stage)];
     }
     return {fwd_ns, bwd_ns};
+}
+
+Compute BenchConfig::computeOf(int stage) const {
+    if (stage_compute.empty()) {
+        return compute;
+    }
+    return stage_compute[std::min(static_cast<size_t>(stage), stage_compute.size() - 1)];
 }
 
 Result<uint64_t> parseBytes(const std::string& text) {
@@ -326,14 +352,35 @@ Result<BenchConfig> parseArgs(const std::vector<std::string>& args) {
             c.stage_cpus.push_back({static_cast<int>(n.value()), cpus.value()});
         } else if (a == "--compute") {
             ATLAS_RETURN_IF_ERROR(value());
-            if (v == "spin") {
-                c.compute = Compute::kSpin;
-            } else if (v == "yield") {
-                c.compute = Compute::kYield;
-            } else if (v == "sleep") {
-                c.compute = Compute::kSleep;
-            } else {
-                return bad("--compute='" + v + "': expected spin, yield or sleep");
+            c.stage_compute.clear();
+            std::stringstream ss(v);
+            std::string item;
+            while (std::getline(ss, item, ',')) {
+                if (item == "spin") {
+                    c.stage_compute.push_back(Compute::kSpin);
+                } else if (item == "yield") {
+                    c.stage_compute.push_back(Compute::kYield);
+                } else if (item == "sleep") {
+                    c.stage_compute.push_back(Compute::kSleep);
+                } else if (item == "cuda") {
+                    c.stage_compute.push_back(Compute::kCuda);
+                } else {
+                    return bad("--compute='" + v +
+                               "': expected spin, yield, sleep or cuda (or a list)");
+                }
+            }
+            if (c.stage_compute.empty() || v.back() == ',') {
+                return bad("--compute='" + v +
+                           "': expected spin, yield, sleep or cuda (or a list)");
+            }
+            c.compute = c.stage_compute.front();
+        } else if (a == "--cuda-ns-per-gemm") {
+            ATLAS_RETURN_IF_ERROR(value());
+            char* end = nullptr;
+            c.cuda_ns_per_gemm = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end != 0 || !std::isfinite(c.cuda_ns_per_gemm) ||
+                c.cuda_ns_per_gemm <= 0 || c.cuda_ns_per_gemm > 1e9) {
+                return bad("--cuda-ns-per-gemm='" + v + "': expected nanoseconds in (0, 1e9]");
             }
         } else if (a == "--recv-post") {
             ATLAS_RETURN_IF_ERROR(value());

@@ -14,9 +14,10 @@ namespace atlas::pipebench {
 
 enum class Schedule : uint8_t { kGpipe, k1f1b };
 // How a compute period burns its time: spin on the clock (CPU really used, the default),
-// spin with sched_yield (CPU used but given up to other runnable threads), or sleep (no CPU;
-// for small machines where spinning stages would starve the network stack).
-enum class Compute : uint8_t { kSpin, kYield, kSleep };
+// spin with sched_yield (CPU used but given up to other runnable threads), sleep (no CPU;
+// for small machines where spinning stages would starve the network stack), or cuda (real
+// GPU work: cuBLAS GEMMs calibrated to the period, cuda_compute.h).
+enum class Compute : uint8_t { kSpin, kYield, kSleep, kCuda };
 // When a stage posts its receives: all of an iteration's at its start (a framework that
 // enqueues every p2p op of a step at once; NCCL's proxy then posts them ahead of the kernels),
 // or each one right before the compute that consumes it (Megatron's p2p_communicate: post,
@@ -65,7 +66,9 @@ struct BenchConfig {
     std::string plugin;                    // empty: next to the executable, then $ATLAS_PLUGIN
     std::vector<EnvSetting> env;
     std::vector<StageCpus> stage_cpus;
-    Compute compute = Compute::kSpin;
+    Compute compute = Compute::kSpin;    // the first entry of --compute
+    std::vector<Compute> stage_compute;  // --compute LIST: stage s uses entry s (last repeats)
+    double cuda_ns_per_gemm = 0;         // --compute cuda: 0 = calibrate at start
     RecvPost recv_post = RecvPost::kAhead;
     bool barrier = true;        // iterations end with a barrier of every stage (DP sync)
     bool traffic_class = true;  // tell the plugin {pipeline, stage, direction} (v11 config)
@@ -78,10 +81,13 @@ struct BenchConfig {
     bool help = false;
 
     StageCost cost(int stage) const;
+    Compute computeOf(int stage) const;
     uint64_t gradBytes() const { return grad_bytes == 0 ? act_bytes : grad_bytes; }
 };
 
 Result<BenchConfig> parseArgs(const std::vector<std::string>& args);
+// The --compute list as given ("cuda,spin"), for tables and JSON.
+std::string computeText(const BenchConfig& cfg);
 const char* usageText();
 
 // "4M" -> 4194304; "1.5M" is rejected (integers only). Binary suffixes K, M, G.

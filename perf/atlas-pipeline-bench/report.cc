@@ -86,7 +86,7 @@ std::string renderTable(const BenchConfig& cfg, const Summary& s) {
            " M=" + std::to_string(cfg.microbatches) + " " + scheduleName(cfg.schedule) + ", fwd " +
            fmt("%.1f", ms(cfg.fwd_ns)) + " ms, bwd " + fmt("%.1f", ms(cfg.bwd_ns)) + " ms, act " +
            bytesText(cfg.act_bytes) + ", grad " + bytesText(cfg.gradBytes()) + ", compute " +
-           computeName(cfg.compute) + ", receives posted " + recvPostName(cfg.recv_post) + "\n";
+           computeText(cfg) + ", receives posted " + recvPostName(cfg.recv_post) + "\n";
     out += "iteration time (" + std::to_string(s.iteration_ms.size()) + " measured, " +
            std::to_string(cfg.warmup) + " warm-up): mean " + fmt("%.1f", s.mean_ms) + " ms, min " +
            fmt("%.1f", s.min_ms) + ", max " + fmt("%.1f", s.max_ms) + ", stdev " +
@@ -116,7 +116,7 @@ nlohmann::json toJson(const BenchConfig& cfg, const Summary& s, const RunResult&
         {"bwd_ms", ms(cfg.bwd_ns)},
         {"act_bytes", cfg.act_bytes},
         {"grad_bytes", cfg.gradBytes()},
-        {"compute", computeName(cfg.compute)},
+        {"compute", computeText(cfg)},
         {"recv_post", recvPostName(cfg.recv_post)},
         {"barrier", cfg.barrier},
         {"traffic_class", cfg.traffic_class},

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "perf/atlas-pipeline-bench/control.h"
+#include "perf/atlas-pipeline-bench/cuda_compute.h"
 #include "perf/atlas-pipeline-bench/schedule.h"
 #include "plugin_host/plugin_host.h"
 
@@ -55,6 +57,8 @@ void computeFor(Nanos ns, Compute mode) {
                 sched_yield();
             }
             break;
+        case Compute::kCuda:  // StageRunner::compute() runs it
+            break;
         case Compute::kSleep: {
             timespec ts{};
             ts.tv_sec = end / kNsPerSec;
@@ -91,6 +95,7 @@ class StageRunner {
     Result<void*> postRecv(void* comm, Slots& slots, int mb, size_t size);
     Result<void*> postSend(void* comm, Slots& slots, int mb, size_t size);
     Status wait(void* req, char kind, int it, int mb);
+    Status compute(Nanos ns);
     void teardown();
 
     const BenchConfig& cfg_;
@@ -110,6 +115,7 @@ class StageRunner {
     void* act_out_ = nullptr;   // to stage s+1
     void* grad_out_ = nullptr;  // to stage s-1
     Slots act_send_, act_recv_, grad_send_, grad_recv_;
+    std::unique_ptr<CudaCompute> cuda_;  // --compute cuda for this stage
     std::vector<TimelineEvent> events_;
     int64_t busy_ = 0;
     int64_t waited_ = 0;
@@ -128,7 +134,27 @@ Status StageRunner::makeSlots(void* comm, size_t size, Slots* out) {
                   "regMr");
 }
 
+Status StageRunner::compute(Nanos ns) {
+    if (cuda_ != nullptr) {
+        return cuda_->run(ns);
+    }
+    computeFor(ns, cfg_.computeOf(s_));
+    return Status::ok();
+}
+
 Status StageRunner::setup() {
+    if (cfg_.computeOf(s_) == Compute::kCuda) {
+        // First, so a machine without a GPU fails before any connection is made.
+        auto c = CudaCompute::create(0, cfg_.cuda_ns_per_gemm);
+        if (!c) {
+            return c.status();
+        }
+        cuda_ = std::move(c.value());
+        std::fprintf(stderr,
+                     "atlas-pipeline-bench: pipeline %d stage %d computes on CUDA: %s; "
+                     "ns_per_gemm=%.1f\n",
+                     p_, s_, cuda_->describe().c_str(), cuda_->nsPerGemm());
+    }
     if (!cfg_.stage_netns.empty()) {
         const std::string& ns =
             cfg_.stage_netns[std::min(static_cast<size_t>(s_), cfg_.stage_netns.size() - 1)];
@@ -367,7 +393,7 @@ Status StageRunner::iteration(int it) {
                 ATLAS_RETURN_IF_ERROR(wait(act_req[static_cast<size_t>(op.mb)], 'A', it, op.mb));
             }
             const Nanos t0 = monotonicNowNs();
-            computeFor(cost.fwd_ns, cfg_.compute);
+            ATLAS_RETURN_IF_ERROR(compute(cost.fwd_ns));
             const Nanos t1 = monotonicNowNs();
             busy_ += t1 - t0;
             events_.push_back({it, 'F', op.mb, t0, t1});
@@ -386,7 +412,7 @@ Status StageRunner::iteration(int it) {
                 ATLAS_RETURN_IF_ERROR(wait(grad_req[static_cast<size_t>(op.mb)], 'G', it, op.mb));
             }
             const Nanos t0 = monotonicNowNs();
-            computeFor(cost.bwd_ns, cfg_.compute);
+            ATLAS_RETURN_IF_ERROR(compute(cost.bwd_ns));
             const Nanos t1 = monotonicNowNs();
             busy_ += t1 - t0;
             events_.push_back({it, 'B', op.mb, t0, t1});
