@@ -137,15 +137,7 @@ class NetRun {
         std::string buffer;
     };
 
-    std::string logPath(int r) const {
-        std::string label = out_.net.label();
-        for (char& c : label) {
-            if (c == ':') {
-                c = '-';
-            }
-        }
-        return logdir_ + "/nccl-" + label + "-rank" + std::to_string(r) + ".log";
-    }
+    std::string logPath(int r) const { return ncclLogPath(logdir_, out_.net, r); }
 
     // Seconds since the net started; with --simulate also the time the ranks reported, since
     // simulated ranks do not wait.
@@ -545,6 +537,24 @@ int main(int argc, char** argv) {
     }
     if (parsed->help) {
         std::fputs(sweepUsage(), stdout);
+        return 0;
+    }
+    if (parsed->print_env_rank >= 0) {
+        const SweepOptions& o = parsed.value();
+        std::string plugin;
+        if (o.nets.front().kind == NetSpec::Kind::kAtlas) {
+            plugin = findPlugin(o.plugin);
+            if (plugin.empty()) {
+                std::fprintf(stderr,
+                             "atlas-nccl-sweep: libnccl-net-atlas.so not found (--plugin)\n");
+                return 2;
+            }
+        }
+        const std::string dir = o.logdir.empty() ? "/tmp" : o.logdir;
+        std::fputs(envFileText(o, o.print_env_rank, plugin,
+                               ncclLogPath(dir, o.nets.front(), o.print_env_rank))
+                       .c_str(),
+                   stdout);
         return 0;
     }
     ::signal(SIGPIPE, SIG_IGN);

@@ -46,6 +46,9 @@ usage: atlas-nccl-sweep [options]
   --sim-gbps X       --simulate link rate (default 1)
   --sim-rtt-ms X     --simulate latency per op (default 50)
   --sim-corrupt LIST --simulate: ops whose result gets one wrong element (a test seam)
+  --print-env R      print rank R's environment for the first --net (KEY=VALUE and -KEY
+                     lines, without NCCL_COMM_ID) and exit: what another NCCL program (the
+                     PyTorch pipeline run) needs to use the same transport the same way
   -h, --help         this text
 Exit status: 0 every check passed, 1 a check failed, 2 setup problem (no GPU, no NCCL).
 )";
@@ -252,6 +255,8 @@ Result<SweepOptions> parseSweepArgs(const std::vector<std::string>& args) {
                 return Status(Code::kInvalidArgument, "--sim-corrupt: " + ops.status().message());
             }
             o.sim_corrupt = ops.value();
+        } else if (a == "--print-env") {
+            ATLAS_RETURN_IF_ERROR(intArg(0, 1, &o.print_env_rank));
         } else {
             return bad("unknown option '" + a + "' (see --help)");
         }
@@ -306,6 +311,29 @@ RankEnv rankEnvironment(const SweepOptions& opts, const NetSpec& net, int rank, 
         set(kv.first, kv.second);
     }
     return e;
+}
+
+std::string envFileText(const SweepOptions& opts, int rank, const std::string& plugin_path,
+                        const std::string& log_path) {
+    const RankEnv e = rankEnvironment(opts, opts.nets.front(), rank, 0, plugin_path, log_path);
+    std::string s = "-NCCL_COMM_ID\n";
+    for (const std::string& k : e.unset) {
+        s += "-" + k + "\n";
+    }
+    for (const auto& [k, v] : e.set) {
+        if (k != "NCCL_COMM_ID") {
+            s += k + "=" + v + "\n";
+        }
+    }
+    return s;
+}
+
+std::string ncclLogPath(const std::string& dir, const NetSpec& net, int rank) {
+    std::string label = net.label();
+    for (char& c : label) {
+        c = c == ':' ? '-' : c;
+    }
+    return dir + "/nccl-" + label + "-rank" + std::to_string(rank) + ".log";
 }
 
 std::string expectedNetworkLine(const NetSpec& net) {

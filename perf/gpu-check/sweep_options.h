@@ -43,6 +43,7 @@ struct SweepOptions {
     bool simulate = false;
     SimLink sim_link;
     std::vector<Op> sim_corrupt;  // --simulate: ops whose results get one wrong element
+    int print_env_rank = -1;      // --print-env R: print rank R's environment and exit
     bool help = false;
 };
 
@@ -57,6 +58,15 @@ struct RankEnv {
 };
 RankEnv rankEnvironment(const SweepOptions& opts, const NetSpec& net, int rank, int port,
                         const std::string& plugin_path, const std::string& log_path);
+
+// --print-env: rank `rank`'s environment for the first net as lines "KEY=VALUE" (set) and
+// "-KEY" (unset), the format pipeline_train.py --env-file reads, for frameworks that bring
+// their own rendezvous: NCCL_COMM_ID (the sweep's bootstrap) is unset, not set.
+std::string envFileText(const SweepOptions& opts, int rank, const std::string& plugin_path,
+                        const std::string& log_path);
+
+// DIR/nccl-<net label, ':' as '-'>-rank<R>.log: where rank R's NCCL_DEBUG_FILE goes.
+std::string ncclLogPath(const std::string& dir, const NetSpec& net, int rank);
 
 // The line each rank's NCCL log must contain when NCCL selected `net`'s transport.
 std::string expectedNetworkLine(const NetSpec& net);

@@ -305,6 +305,24 @@ TEST(NcclSweepOptions, RankEnvironmentSelectsTheTransport) {
     EXPECT_EQ(expectedNetworkLine(parseNetSpec("socket:2x2").value()), "Using network Socket");
 }
 
+TEST(NcclSweepOptions, EnvFileForOtherNcclPrograms) {
+    SweepOptions o = parseSweepArgs({"--net", "socket:2x8", "--print-env", "1", "--ifname", "to-dc",
+                                     "--addr", "10.1.0.1"})
+                         .value();
+    EXPECT_EQ(o.print_env_rank, 1);
+    const std::string text = envFileText(o, 1, "", "/logs/x.log");
+    // Their own rendezvous: the sweep's bootstrap address must not leak into them.
+    EXPECT_EQ(text.rfind("-NCCL_COMM_ID\n", 0), 0u) << text;
+    EXPECT_EQ(text.find("NCCL_COMM_ID="), std::string::npos) << text;
+    EXPECT_NE(text.find("\nNCCL_NET=Socket\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("\nNCCL_SOCKET_NTHREADS=2\nNCCL_NSOCKS_PERTHREAD=8\n"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("\n-NCCL_NET_PLUGIN\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("\nNCCL_HOSTID=hostB\n"), std::string::npos) << text;
+    EXPECT_EQ(ncclLogPath("/d", o.nets[0], 1), "/d/nccl-socket-2x8-rank1.log");
+    EXPECT_FALSE(parseSweepArgs({"--print-env", "2"}).isOk());
+}
+
 TEST(NcclSweepReport, NcclTestsRowAndFooter) {
     EXPECT_EQ(formatTimeUs(12.3456e-6), "  12.35");
     EXPECT_EQ(formatTimeUs(123.46e-6), "  123.5");  // %7.1f from 100 us
