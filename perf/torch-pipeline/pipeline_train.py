@@ -489,6 +489,17 @@ def launch(a, passthrough):
         log = open(os.path.join(a.out, "%s-rank%d.log" % (a.label, r)), "w")
         procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True))
+    def stop(signum, _frame):
+        # The stages run in their own sessions: take them down with us.
+        for q in procs:
+            try:
+                os.killpg(q.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     deadline = time.monotonic() + a.timeout
     codes = [None, None]
     while None in codes and time.monotonic() < deadline:
