@@ -51,7 +51,7 @@ STAGE_TOOLS=(nccl-net-atlas atlas-nccl-sweep atlas-wanem atlas-pipeline-bench bu
              bubbletea-load atlas-bubbles)
 
 stage() {  # dest
-  local dest=$1 bdir=$ROOT/build-gpu
+  local dest=$1 bdir=${ATLAS_STAGE_BUILD_DIR:-$ROOT/build-gpu}  # or an existing tree
   command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] || die "--stage needs nvcc (CUDA 13)"
   if [[ ! -f $bdir/build.ninja ]]; then
     cmake -S "$ROOT" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATLAS_BUILD_TESTS=OFF \
@@ -84,7 +84,7 @@ stage() {  # dest
     echo "staged: $(date -u +%FT%TZ) from $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
     echo "host: $(uname -srm), $(ldd --version 2>&1 | head -n1)"
     for b in "$dest"/* "$dest"/lib/*; do
-      [[ -f $b ]] || continue
+      [[ -f $b && $b != */MANIFEST.txt ]] || continue
       echo "$(basename "$b"): $(du -k "$b" | cut -f1) KiB; needs $(objdump -p "$b" | awk '/NEEDED/ {printf "%s ", $2}');" \
            "newest glibc symbol $(objdump -T "$b" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n1)"
     done
