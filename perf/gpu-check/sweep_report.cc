@@ -98,18 +98,23 @@ std::string comparisonTable(const std::vector<PointResult>& a, const std::vector
     s += buf;
     std::snprintf(buf, sizeof(buf), "#   a = %s, b = %s; busbw in GB/s\n", na.c_str(), nb.c_str());
     s += buf;
-    for (const PointResult& x : a) {
-        for (const PointResult& y : b) {
-            if (y.op != x.op || y.requested_bytes != x.requested_bytes) {
+    for (Op op : kAllOps) {
+        for (const PointResult& x : a) {
+            if (x.op != op) {
                 continue;
             }
-            const double bx = bandwidthFor(x.op, x.geom, x.time_s, nranks).busbw_gbs;
-            const double by = bandwidthFor(y.op, y.geom, y.time_s, nranks).busbw_gbs;
-            std::snprintf(buf, sizeof(buf), "  %-14s %12zu  %12s %12s  %10.4f %10.4f  %8s\n",
-                          opName(x.op), x.geom.bytes(), formatTimeUs(x.time_s).c_str(),
-                          formatTimeUs(y.time_s).c_str(), bx, by,
-                          by > 0 ? fmt("%.2f", bx / by).c_str() : "-");
-            s += buf;
+            for (const PointResult& y : b) {
+                if (y.op != x.op || y.requested_bytes != x.requested_bytes) {
+                    continue;
+                }
+                const double bx = bandwidthFor(x.op, x.geom, x.time_s, nranks).busbw_gbs;
+                const double by = bandwidthFor(y.op, y.geom, y.time_s, nranks).busbw_gbs;
+                std::snprintf(buf, sizeof(buf), "  %-14s %12zu  %12s %12s  %10.4f %10.4f  %8s\n",
+                              opName(x.op), x.geom.bytes(), formatTimeUs(x.time_s).c_str(),
+                              formatTimeUs(y.time_s).c_str(), bx, by,
+                              by > 0 ? fmt("%.2f", bx / by).c_str() : "-");
+                s += buf;
+            }
         }
     }
     return s;

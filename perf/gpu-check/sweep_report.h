@@ -37,7 +37,7 @@ std::string formatTimeUs(double seconds);
 double averageBusBw(const std::vector<PointResult>& points, int nranks);
 
 // For every (op, size) measured by both nets: time and busbw of each and the busbw ratio
-// a / b. Rows in the order of `a`.
+// a / b. Rows by op, then in the order of `a`.
 std::string comparisonTable(const std::vector<PointResult>& a, const std::vector<PointResult>& b,
                             int nranks);
 
