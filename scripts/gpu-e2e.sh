@@ -31,13 +31,13 @@ SCORE=$ROOT/perf/torch-pipeline/score_bubbles.py
 PHASES_ALL=(setup facts testbed sweep torch bubbletea report)
 
 # Phase budgets in seconds (a phase past its budget is killed, with everything it started).
-declare -A BUDGET=([setup]=120 [facts]=30 [testbed]=45 [sweep]=210 [torch]=110
+declare -A BUDGET=([setup]=120 [facts]=30 [testbed]=45 [sweep]=230 [torch]=110
                    [bubbletea]=125 [report]=20)
 for p in "${!BUDGET[@]}"; do  # GPU_E2E_BUDGET_<PHASE>=S overrides one
   v=GPU_E2E_BUDGET_${p^^}
   [[ -n ${!v:-} ]] && BUDGET[$p]=${!v}
 done
-SWEEP_NET_BUDGET=${GPU_E2E_SWEEP_NET_S:-75}  # per net of the main sweep
+SWEEP_NET_BUDGET=${GPU_E2E_SWEEP_NET_S:-70}  # per net of the main sweep
 TOTAL_BUDGET=450
 
 usage() { sed -n '2,25p' "$SELF" | sed 's/^# \{0,1\}//'; }
@@ -86,7 +86,8 @@ stage() {  # dest
     for b in "$dest"/* "$dest"/lib/*; do
       [[ -f $b && $b != */MANIFEST.txt ]] || continue
       echo "$(basename "$b"): $(du -k "$b" | cut -f1) KiB; needs $(objdump -p "$b" | awk '/NEEDED/ {printf "%s ", $2}');" \
-           "newest glibc symbol $(objdump -T "$b" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n1)"
+           "newest glibc symbol $(objdump -T "$b" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n1)," \
+           "libstdc++ $(objdump -T "$b" 2>/dev/null | grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -n1)"
     done
     echo "total: $(du -sk "$dest" | cut -f1) KiB (carry limit 65536 KiB)"
   } >"$dest/MANIFEST.txt"
@@ -333,18 +334,22 @@ phase_sweep() {
   # candidates bracket the analysis in docs/gpu-check.md (16 sockets); the best mean busbw
   # of sendrecv and all_reduce at 32 MiB wins; 4x4 if the tuning run fails.
   log "sweep: tuning the socket transport"
-  timeout -k 5 60 "$SWEEP" "${SWEEP_ARGS[@]}" --net socket:2x2,socket:4x4,socket:8x8 \
-    --ops sendrecv,all_reduce -b 32M -e 32M -w 1 --target-ms 0 --max-iters 1 --timeout 50 \
+  timeout -k 5 75 "$SWEEP" "${SWEEP_ARGS[@]}" --net socket:2x2,socket:4x4,socket:8x8 \
+    --ops sendrecv,all_reduce -b 32M -e 32M -w 1 --target-ms 0 --max-iters 1 --timeout 40 \
     --logdir "$d/logs" --json "$d/tune.json" >"$d/tune.txt" 2>"$d/tune.log"
   local socket
-  socket=$("$PY" "$REPORT" tune-pick "$d/tune.json") || { socket=socket:4x4; note "tuning failed: socket:4x4"; }
+  socket=$("$PY" "$REPORT" tune-pick "$d/tune.json") || {
+    socket=socket:4x4
+    note "tuning failed ($(grep -m1 '^# error' "$d/tune.txt" | cut -c3-200)): socket:4x4"
+  }
   echo "$socket" >"$d/socket-choice.txt"
   log "sweep: socket setting $socket; Atlas vs $socket, 8 B .. ${SWEEP_MAX}"
   "$SWEEP" "${SWEEP_ARGS[@]}" --net "atlas,$socket" -b 8 -e "$SWEEP_MAX" \
-    --budget-s "$SWEEP_NET_BUDGET" --target-ms 150 --max-iters 10 --timeout $((SWEEP_NET_BUDGET + 40)) \
+    --budget-s "$SWEEP_NET_BUDGET" --target-ms 100 --max-iters 10 --timeout $((SWEEP_NET_BUDGET + 40)) \
     --logdir "$d/logs" --json "$d/sweep.json" >"$d/sweep.txt" 2>"$d/sweep.log"
   local rc=$?
   tail -n 40 "$d/sweep.txt" >&2
+  ((rc == 0)) || note "atlas-nccl-sweep exited $rc: $(grep '^# error\|MISSING' "$d/sweep.txt" | head -n 2 | cut -c3-200 | tr '\n' ' ')"
   return $rc
 }
 
@@ -388,7 +393,10 @@ phase_torch() {
     log "torch: $label"
     "$TORCH_PY" "$TRAIN" --launch --out "$d" --label "$label" --master "$ADDR0:0" \
       "${netns_args[@]}" --env-file "0:$d/$label-rank0.env" --env-file "1:$d/$label-rank1.env" \
-      --timeout 80 "${model[@]}" >"$d/$label-launch.log" 2>&1 || { rc=1; note "$label run failed ($label-launch.log)"; }
+      --timeout 80 "${model[@]}" >"$d/$label-launch.log" 2>&1 || {
+      rc=1
+      note "$label run failed: $(tail -q -n 1 "$d/$label-rank0.log" "$d/$label-rank1.log" 2>/dev/null | cut -c1-200 | sort -u | tr '\n' ' ')"
+    }
     for r in "${rpids[@]}"; do kill -INT "$r" 2>/dev/null; done
     for r in "${rpids[@]}"; do wait "$r" 2>/dev/null; done
   done
@@ -446,7 +454,12 @@ phase_bubbletea() {
     kill -0 $dpid 2>/dev/null || break
     sleep 0.1
   done
-  [[ -n $url ]] || { tail -n 20 "$d/daemon.log" >&2; note "bubbletea did not start (daemon.log)"; return 1; }
+  [[ -n $url ]] || {
+    tail -n 20 "$d/daemon.log" >&2
+    kill $dpid 2>/dev/null
+    note "bubbletea did not start: $(tail -n 1 "$d/daemon.log" | cut -c1-200)"
+    return 1
+  }
   log "bubbletea: daemon up at $url"
   local ns_per_gemm="" rc=0 k kind lpid rpid t0 t1
   for k in $(seq 1 "$BT_PAIRS"); do

@@ -291,7 +291,7 @@ def torch_section(out):
         res.setdefault("bubbles", {})[r] = s
         if r == 0 or "bubble_table" not in res:
             lines += ["", "Bubble channel against CUDA-event ground truth (Atlas run):", "",
-                      "| rank | scored | coverage | precision | truth idle ms | plugin ms |",
+                      "| rank | scored | coverage | precision | truth idle ms | window ms |",
                       "|---:|---|---:|---:|---:|---:|"]
             res["bubble_table"] = True
         for key, name in (("predictions_vs_truth", "predicted windows vs truth"),
