@@ -9,8 +9,7 @@ FairShare::FairShare(const PolicyConfig&) {}
 Status FairShare::onRequest(FlowId flow, const FlowClass& cls, uint64_t bytes, Nanos now_ns) {
     ATLAS_RETURN_IF_ERROR(checkTime(last_ns_, now_ns));
     uint32_t slot = 0;
-    ATLAS_RETURN_IF_ERROR(flows_.add(flow, cls, bytes, now_ns, next_seq_, &slot));
-    ++next_seq_;
+    ATLAS_RETURN_IF_ERROR(flows_.add(flow, cls, bytes, now_ns, &slot));
     last_ns_ = now_ns;
     active_.push_back(slot);
     dirty_ = true;

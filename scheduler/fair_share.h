@@ -31,7 +31,6 @@ class FairShare final : public LinkPolicy {
     FlowTable flows_;
     std::vector<uint32_t> active_;  // slots in arrival order (grants are listed in this order)
     std::vector<Grant> grants_;
-    uint64_t next_seq_ = 0;
     Nanos last_ns_ = 0;
     bool dirty_ = false;
 };

@@ -17,21 +17,20 @@ struct FlowRecord {
     FlowClass cls;
     uint64_t bytes = 0;
     uint64_t bytes_done = 0;
-    Nanos arrival_ns = 0;      // when the transfer was requested
-    Nanos queued_ns = 0;       // when it last joined the wait queue (request or preemption)
-    uint64_t seq = 0;          // FIFO key: order of joining the wait queue
-    uint32_t class_slot = 0;   // policy-specific (WorkloadAware: its class table index)
-    uint32_t order = 0;        // policy-specific (WorkloadAware: index within the cycle)
-    int32_t waiting_pos = -1;  // index in the policy's wait list, -1 if not waiting
+    Nanos arrival_ns = 0;     // when the transfer was requested
+    uint32_t class_slot = 0;  // policy-specific (WorkloadAware: its class table index)
+    uint32_t order = 0;       // policy-specific (WorkloadAware: index within the cycle)
 };
+// (The temporal policies keep their wait-list state, FIFO keys included, in a TemporalEntry
+// per slot: temporal_state.h.)
 
 class FlowTable {
   public:
     static constexpr uint32_t kNone = UINT32_MAX;
 
     // Adds a record; kInvalidArgument if `id` already has an outstanding transfer.
-    Status add(FlowId id, const FlowClass& cls, uint64_t bytes, Nanos now_ns, uint64_t seq,
-               uint32_t* slot_out) {
+    // Slots are reused after remove(); a new slot is the next index (size of the slab).
+    Status add(FlowId id, const FlowClass& cls, uint64_t bytes, Nanos now_ns, uint32_t* slot_out) {
         auto [it, inserted] = index_.try_emplace(id, kNone);
         if (!inserted) {
             return Status(Code::kInvalidArgument, "flow already has an outstanding transfer");
@@ -51,8 +50,6 @@ class FlowTable {
         r.cls = cls;
         r.bytes = bytes;
         r.arrival_ns = now_ns;
-        r.queued_ns = now_ns;
-        r.seq = seq;
         *slot_out = slot;
         return Status::ok();
     }

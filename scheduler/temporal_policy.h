@@ -13,8 +13,14 @@
 // (n - 1) * max_slot_ns of its arrival, n = active transfers (each one ahead of it holds at
 // most one lease before it).
 //
+// The state (holder, lease, wait list with its FIFO keys) is a TemporalLink plus one
+// TemporalEntry per flow slot, and every transition is TemporalCore's (temporal_state.h):
+// the same code, over the same plain data, that the plugin's node-local arbitration runs in
+// shared memory. This class adds what a LinkPolicy needs around it: FlowIds, event
+// validation, the cached grant span.
+//
 // Threads: one owner. decide() is O(1) while the lease holds and nothing changed; choosing a
-// new holder is O(waiting) with no allocation.
+// new holder is O(flow slots) with no allocation.
 #pragma once
 
 #include <array>
@@ -23,6 +29,7 @@
 
 #include "scheduler/flow_table.h"
 #include "scheduler/link_policy.h"
+#include "scheduler/temporal_state.h"
 
 namespace atlas::sched {
 
@@ -38,8 +45,8 @@ class TemporalPolicy : public LinkPolicy {
 
     // Introspection (the arbiter reports these; tests check them).
     std::optional<FlowId> holder() const;
-    Nanos leaseEndNs() const { return holder_ == FlowTable::kNone ? kNever : lease_end_ns_; }
-    size_t waitingFlows() const { return waiting_.size(); }
+    Nanos leaseEndNs() const { return state().leaseEndNs(); }
+    size_t waitingFlows() const { return link_.waiting; }
 
   protected:
     explicit TemporalPolicy(const PolicyConfig& config);
@@ -47,28 +54,35 @@ class TemporalPolicy : public LinkPolicy {
     // Hook: a transfer arrived (record already in the table, not yet waiting). Subclasses
     // learn here and may fill FlowRecord::class_slot / order.
     virtual void noteRequest(FlowRecord& /*record*/, Nanos /*now_ns*/) {}
-    // Hook: choose the next holder. Returns an index into waiting_ (never empty here).
-    // Default: FIFO, the smallest seq.
-    virtual size_t pickNext(Nanos now_ns);
+    // Hook: choose the next holder among the waiting slots (at least one waits). Default:
+    // FIFO, the smallest sequence.
+    virtual uint32_t pickNext(Nanos now_ns);
     // Hook: lease end for a holder granted at now_ns. Default: now + max_slot_ns.
     virtual Nanos leaseEnd(const FlowRecord& record, Nanos now_ns);
 
-    size_t fifoPick() const;
+    // Read-only view of the FIFO state: entry(slot).seq / queued_ns, fifoHead().
+    const TemporalCore state() const { return TemporalCore::view(link_, entries_); }
+    // Calls f(slot, record, entry) for every waiting flow, in slot order.
+    template <class F>
+    void forEachWaiting(F&& f) const {
+        for (uint32_t slot = 0; slot < entries_.size(); ++slot) {
+            if (entries_[slot].state == kEntryWaiting) {
+                f(slot, flows_.at(slot), entries_[slot]);
+            }
+        }
+    }
 
     const PolicyConfig config_;
     FlowTable flows_;
-    std::vector<uint32_t> waiting_;  // slots, unordered (selection scans)
 
   private:
+    TemporalCore core() { return TemporalCore(link_, entries_); }
     Status remove(FlowId flow, Nanos now_ns);
-    void enqueue(uint32_t slot, Nanos now_ns);
-    void dequeue(uint32_t slot);
 
-    uint32_t holder_ = FlowTable::kNone;
-    Nanos lease_end_ns_ = kNever;
+    std::vector<TemporalEntry> entries_;  // indexed like flows_' slots
+    TemporalLink link_{};
     std::array<Grant, 1> grant_{};
     size_t grant_count_ = 0;
-    uint64_t next_seq_ = 0;
     Nanos last_ns_ = 0;
     bool dirty_ = false;
 };

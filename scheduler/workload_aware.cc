@@ -182,34 +182,40 @@ WorkloadAware::Mode WorkloadAware::classify(const Scan& scan, Nanos now_ns) {
     return Mode::kBroken;
 }
 
-size_t WorkloadAware::pickNext(Nanos now_ns) {
+uint32_t WorkloadAware::pickNext(Nanos now_ns) {
     // One pass over the contenders gathers everything a decision may need: the aged and FIFO
-    // candidates, each plan's candidate, and the state of their classes' patterns.
+    // candidates, each plan's candidate, and the state of their classes' patterns. Every key
+    // ends with the FIFO sequence (unique), so the pass order does not matter.
     Scan scan;
-    const size_t n = waiting_.size();
-    const auto stagger_key = [](const FlowRecord& r) {
-        return std::make_tuple(r.cls.pipeline, r.order, backwardFirst(r), r.seq);
-    };
-    const auto micro_batch_key = [](const FlowRecord& r) {
-        return std::make_tuple(r.order, r.cls.pipeline, backwardFirst(r), r.seq);
-    };
-    size_t aged = n;
-    size_t fifo = 0;
-    size_t stagger = 0;
-    size_t micro_batch = 0;
-    for (size_t i = 0; i < n; ++i) {
-        const FlowRecord& r = flows_.at(waiting_[i]);
-        if (i > 0) {
-            const FlowRecord& f = flows_.at(waiting_[fifo]);
-            fifo = r.seq < f.seq ? i : fifo;
-            stagger = stagger_key(r) < stagger_key(flows_.at(waiting_[stagger])) ? i : stagger;
-            micro_batch = micro_batch_key(r) < micro_batch_key(flows_.at(waiting_[micro_batch]))
-                              ? i
-                              : micro_batch;
+    using StaggerKey = std::tuple<int32_t, uint32_t, int, uint64_t>;     // pipeline, order
+    using MicroBatchKey = std::tuple<uint32_t, int32_t, int, uint64_t>;  // order, pipeline
+    constexpr uint32_t kNone = TemporalCore::kNone;
+    uint32_t aged = kNone;
+    uint32_t fifo = kNone;
+    uint32_t stagger = kNone;
+    uint32_t micro_batch = kNone;
+    uint64_t aged_seq = 0;
+    uint64_t fifo_seq = 0;
+    StaggerKey stagger_key{};
+    MicroBatchKey micro_batch_key{};
+    forEachWaiting([&](uint32_t slot, const FlowRecord& r, const TemporalEntry& e) {
+        const StaggerKey sk{r.cls.pipeline, r.order, backwardFirst(r), e.seq};
+        const MicroBatchKey mk{r.order, r.cls.pipeline, backwardFirst(r), e.seq};
+        if (fifo == kNone || e.seq < fifo_seq) {
+            fifo = slot;
+            fifo_seq = e.seq;
         }
-        if (now_ns - r.queued_ns >= max_wait_ns_ &&
-            (aged == n || r.seq < flows_.at(waiting_[aged]).seq)) {
-            aged = i;
+        if (stagger == kNone || sk < stagger_key) {
+            stagger = slot;
+            stagger_key = sk;
+        }
+        if (micro_batch == kNone || mk < micro_batch_key) {
+            micro_batch = slot;
+            micro_batch_key = mk;
+        }
+        if (now_ns - e.queued_ns >= max_wait_ns_ && (aged == kNone || e.seq < aged_seq)) {
+            aged = slot;
+            aged_seq = e.seq;
         }
         const PeriodEstimate est = classes_[r.class_slot].detector.estimate(now_ns);
         if (est.state == LockState::kSearching) {
@@ -223,9 +229,9 @@ size_t WorkloadAware::pickNext(Nanos now_ns) {
             scan.min_period = std::min(scan.min_period, est.period_ns);
             scan.max_period = std::max(scan.max_period, est.period_ns);
         }
-    }
+    });
     last_mode_ = classify(scan, now_ns);
-    if (aged < n) {
+    if (aged != kNone) {
         ++counters_.aged_picks;
         return aged;
     }

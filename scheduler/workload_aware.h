@@ -104,7 +104,7 @@ class WorkloadAware final : public TemporalPolicy {
 
   protected:
     void noteRequest(FlowRecord& record, Nanos now_ns) override;
-    size_t pickNext(Nanos now_ns) override;
+    uint32_t pickNext(Nanos now_ns) override;
     Nanos leaseEnd(const FlowRecord& record, Nanos now_ns) override;
 
   private:

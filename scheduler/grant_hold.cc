@@ -1,0 +1,126 @@
+#include "scheduler/grant_hold.h"
+
+#include <algorithm>
+
+namespace atlas::sched {
+
+Nanos drainEndNs(Nanos grant_start_ns, uint64_t bytes, uint64_t link_bps) {
+    if (link_bps == 0) {
+        return grant_start_ns;
+    }
+    const long double ns =
+        static_cast<long double>(bytes) * 8.0L * 1e9L / static_cast<long double>(link_bps);
+    const long double end = static_cast<long double>(grant_start_ns) + ns;
+    return end >= static_cast<long double>(kNever) ? kNever : static_cast<Nanos>(end);
+}
+
+GrantHold::Acquire GrantHold::acquire(Nanos now_ns) {
+    switch (phase_) {
+        case Phase::kGranted:
+            if (now_ns < until_ns_) {
+                return Acquire::kHolds;
+            }
+            break;  // the slot is over: the arbiter preempts or renews; ask again
+        case Phase::kDraining:
+            if (now_ns < until_ns_) {
+                phase_ = Phase::kGranted;
+                return Acquire::kResumed;
+            }
+            phase_ = Phase::kWaiting;
+            return Acquire::kGiveBack;
+        case Phase::kIdle:
+        case Phase::kWaiting:
+        case Phase::kOpen:
+            break;
+    }
+    phase_ = Phase::kWaiting;
+    return Acquire::kAsk;
+}
+
+GrantHold::Granted GrantHold::onGrant(Nanos now_ns, Nanos until_ns) {
+    switch (phase_) {
+        case Phase::kWaiting:
+            phase_ = Phase::kGranted;
+            grant_start_ns_ = now_ns;
+            grant_bytes_ = 0;
+            until_ns_ = until_ns;
+            return Granted::kWake;
+        case Phase::kGranted:
+        case Phase::kDraining:
+            // A renewal: the bytes under the grant keep counting, a drain keeps its due.
+            until_ns_ = until_ns;
+            return Granted::kRenewed;
+        case Phase::kIdle:
+        case Phase::kOpen:
+            break;
+    }
+    return Granted::kUnwanted;
+}
+
+GrantHold::Release GrantHold::release(uint64_t bytes, Nanos now_ns, uint64_t link_bps) {
+    if (phase_ == Phase::kDraining) {
+        phase_ = Phase::kIdle;  // not the engine's protocol; never keep a grant nobody times
+        return Release::kGiveBack;
+    }
+    if (phase_ != Phase::kGranted) {
+        phase_ = Phase::kIdle;
+        return Release::kNone;
+    }
+    grant_bytes_ += bytes;
+    const Nanos due = std::min(drainEndNs(grant_start_ns_, grant_bytes_, link_bps), until_ns_);
+    if (due > now_ns) {
+        phase_ = Phase::kDraining;
+        due_ns_ = due;
+        return Release::kHold;
+    }
+    phase_ = Phase::kIdle;
+    return Release::kGiveBack;
+}
+
+bool GrantHold::finishDrain(Nanos now_ns) {
+    if (phase_ != Phase::kDraining || now_ns < due_ns_) {
+        return false;
+    }
+    phase_ = Phase::kIdle;
+    return true;
+}
+
+void GrantHold::reset() {
+    phase_ = Phase::kIdle;
+}
+
+void GrantHold::open() {
+    phase_ = Phase::kOpen;
+}
+
+Nanos GrantHold::untilNs() const {
+    switch (phase_) {
+        case Phase::kGranted:
+        case Phase::kDraining:
+            return until_ns_;
+        case Phase::kOpen:
+            return kNever;
+        case Phase::kIdle:
+        case Phase::kWaiting:
+            break;
+    }
+    return 0;
+}
+
+const char* grantPhaseName(GrantHold::Phase phase) {
+    switch (phase) {
+        case GrantHold::Phase::kIdle:
+            return "idle";
+        case GrantHold::Phase::kWaiting:
+            return "waiting";
+        case GrantHold::Phase::kGranted:
+            return "granted";
+        case GrantHold::Phase::kDraining:
+            return "draining";
+        case GrantHold::Phase::kOpen:
+            return "open";
+    }
+    return "unknown";
+}
+
+}  // namespace atlas::sched

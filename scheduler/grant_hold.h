@@ -1,0 +1,102 @@
+// GrantHold: one flow's side of a temporal grant, and the rule that holds a grant until the
+// bytes sent under it have crossed the link (the hold/drain rule, docs/arbitration.md).
+//
+// Why the rule exists: a flow's queue "drains" when every piece is in the kernel, not on the
+// wire. Each data stream accepts TCP_NOTSENT_LOWAT of unsent bytes, so a transfer of a few
+// MiB leaves user space in milliseconds; giving the link away then lets the next flow's bytes
+// queue behind ours and TCP shares the link again. So a released grant is kept until
+//     drain end = grant start + bytes sent under the grant / link rate   (at most the slot end)
+// and a new message of the same flow before then resumes the grant without asking (no round
+// trip, no new FIFO turn). Without a rate (0: unknown) the grant goes back at once.
+//
+// The rate is an argument of release(), not configuration: today the plugin passes
+// ATLAS_LINK_GBPS; a measured path rate (TCP_INFO delivery rate, issue 17) plugs in without a
+// change here. A pipelined hand-off (pre-granting the next flow shortly before this one's
+// bytes are through) is a change of drainEndNs() and of who acts at dueNs(): see
+// docs/arbitration.md "Seams".
+//
+// Used by every gate of the plugin (plugin/wan/holding_gate.h: the DC-wide arbiter's and the
+// node-local one), so both run this one state machine with one encoding:
+//
+//   kIdle --acquire--> kWaiting --onGrant--> kGranted --release(rate)--> kDraining
+//     ^                                         |  ^                         |
+//     +-------------- release (no rate) --------+  +--acquire within slot----+
+//     +-------------- finishDrain at dueNs() ---------------------------------+
+//   any --open()--> kOpen (unarbitrated: fail-open, fair, stopped); reset() -> kIdle
+//
+// Pure: no clock, no lock, no I/O. One owner at a time (the gate's mutex); times are the
+// caller's monotonic ns; until_ns kNever = no slot end.
+#pragma once
+
+#include <cstdint>
+
+#include "scheduler/types.h"
+
+namespace atlas::sched {
+
+// When `bytes` sent from grant_start_ns have crossed a link of link_bps bits per second
+// (saturating); grant_start_ns when link_bps is 0 (unknown rate: no hold).
+Nanos drainEndNs(Nanos grant_start_ns, uint64_t bytes, uint64_t link_bps);
+
+class GrantHold {
+  public:
+    enum class Phase : uint8_t {
+        kIdle,      // no grant, nothing asked
+        kWaiting,   // asked for the link
+        kGranted,   // holds the link; the engine sends
+        kDraining,  // the engine's queue drained; the link is kept until dueNs()
+        kOpen,      // unarbitrated: sends freely, holds() always true
+    };
+
+    enum class Acquire : uint8_t {
+        kHolds,     // granted (the grant came before the engine asked again): send
+        kResumed,   // a draining grant resumed within its slot: send, no new turn
+        kAsk,       // now waiting: ask for the link
+        kGiveBack,  // a drain outlived its slot: give that grant back, then ask (waiting)
+    };
+    // The engine has data queued.
+    Acquire acquire(Nanos now_ns);
+
+    enum class Granted : uint8_t {
+        kWake,      // the waited-for grant: the engine must be woken (byte count restarts)
+        kRenewed,   // a new slot for a grant already held or draining (the count goes on)
+        kUnwanted,  // nothing was asked (idle, open): give it back at once
+    };
+    // The link was granted until until_ns.
+    Granted onGrant(Nanos now_ns, Nanos until_ns);
+
+    enum class Release : uint8_t {
+        kNone,      // no grant was held (open or idle): nothing to give back
+        kHold,      // keep the grant until dueNs(); the owner's timer calls finishDrain()
+        kGiveBack,  // give the grant back now (no rate, or its bytes are through)
+    };
+    // The engine's queue drained or its slot ended; `bytes` were sent since its acquire.
+    Release release(uint64_t bytes, Nanos now_ns, uint64_t link_bps);
+
+    // Timer: true when the drain's time came (the phase is then kIdle: give the grant back).
+    bool finishDrain(Nanos now_ns);
+    // The grant was lost (revoked, its session ended): kIdle, nothing to give back.
+    void reset();
+    void open();
+
+    Phase phase() const { return phase_; }
+    bool waiting() const { return phase_ == Phase::kWaiting; }
+    // What holds() compares with: the slot end while granted or draining, kNever when open,
+    // 0 otherwise.
+    Nanos untilNs() const;
+    // When a drain ends; kNever unless draining.
+    Nanos dueNs() const { return phase_ == Phase::kDraining ? due_ns_ : kNever; }
+    // Bytes sent under the current (or last) grant: what a give-back reports.
+    uint64_t grantBytes() const { return grant_bytes_; }
+
+  private:
+    Phase phase_ = Phase::kIdle;
+    Nanos until_ns_ = 0;
+    Nanos grant_start_ns_ = 0;
+    uint64_t grant_bytes_ = 0;
+    Nanos due_ns_ = 0;
+};
+
+const char* grantPhaseName(GrantHold::Phase phase);
+
+}  // namespace atlas::sched

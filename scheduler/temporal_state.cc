@@ -1,0 +1,185 @@
+#include "scheduler/temporal_state.h"
+
+#include <algorithm>
+#include <string>
+
+namespace atlas::sched {
+
+Nanos slotLeaseEnd(Nanos now_ns, Nanos slot_ns) {
+    if (slot_ns <= 0) {
+        return kNever;
+    }
+    return now_ns > kNever - slot_ns ? kNever : now_ns + slot_ns;
+}
+
+void TemporalCore::reset(TemporalLink& link) {
+    link = TemporalLink{};
+    link.holder = -1;
+    link.lease_end_ns = kNever;
+}
+
+bool TemporalCore::open(uint32_t e) {
+    if (entries_[e].state != kEntryUnused) {
+        return false;
+    }
+    entries_[e] = TemporalEntry{};
+    entries_[e].state = kEntryIdle;
+    return true;
+}
+
+void TemporalCore::enqueue(uint32_t e, Nanos now_ns) {
+    TemporalEntry& t = entries_[e];
+    t.state = kEntryWaiting;
+    t.seq = link_.next_seq++;
+    t.queued_ns = now_ns;
+    ++link_.waiting;
+}
+
+bool TemporalCore::join(uint32_t e, Nanos now_ns) {
+    if (entries_[e].state != kEntryIdle) {
+        return false;
+    }
+    enqueue(e, now_ns);
+    return true;
+}
+
+bool TemporalCore::leave(uint32_t e) {
+    TemporalEntry& t = entries_[e];
+    if (t.state == kEntryWaiting) {
+        --link_.waiting;
+    } else if (t.state == kEntryHolding) {
+        if (link_.holder == static_cast<int32_t>(e)) {
+            link_.holder = -1;
+            link_.lease_end_ns = kNever;
+        }
+    } else {
+        return false;
+    }
+    t.state = kEntryIdle;
+    return true;
+}
+
+void TemporalCore::close(uint32_t e) {
+    leave(e);
+    entries_[e].state = kEntryUnused;
+}
+
+bool TemporalCore::decideFifo(Nanos now_ns, Nanos slot_ns) {
+    return decide(
+        now_ns, [this](Nanos) { return fifoHead(); },
+        [slot_ns](uint32_t, Nanos now) { return slotLeaseEnd(now, slot_ns); });
+}
+
+Nanos TemporalCore::nextDecisionNs(Nanos now_ns) const {
+    if (link_.holder >= 0) {
+        return std::max(link_.lease_end_ns, now_ns);
+    }
+    return link_.waiting > 0 ? now_ns : kNever;
+}
+
+uint32_t TemporalCore::fifoHead() const {
+    uint32_t best = kNone;
+    for (uint32_t i = 0; i < entries_.size(); ++i) {
+        if (entries_[i].state == kEntryWaiting &&
+            (best == kNone || entries_[i].seq < entries_[best].seq)) {
+            best = i;
+        }
+    }
+    return best;
+}
+
+Status TemporalCore::validate() const {
+    const auto n = static_cast<int64_t>(entries_.size());
+    if (link_.holder < -1 || link_.holder >= n) {
+        return {Code::kInternal, "holder index " + std::to_string(link_.holder) + " out of range"};
+    }
+    if (link_.holder >= 0 && entries_[link_.holder].state != kEntryHolding) {
+        return {Code::kInternal, "holder " + std::to_string(link_.holder) + " does not hold"};
+    }
+    if (link_.holder < 0 && link_.lease_end_ns != kNever) {
+        return {Code::kInternal, "a free link has a lease end"};
+    }
+    uint32_t waiting = 0;
+    for (uint32_t i = 0; i < entries_.size(); ++i) {
+        const TemporalEntry& t = entries_[i];
+        if (t.state > kEntryHolding) {
+            return {Code::kInternal, "entry " + std::to_string(i) + " has an invalid state"};
+        }
+        if (t.state == kEntryHolding && static_cast<int32_t>(i) != link_.holder) {
+            return {Code::kInternal, "entry " + std::to_string(i) + " holds but is not the holder"};
+        }
+        if (t.state == kEntryWaiting) {
+            ++waiting;
+            if (t.seq >= link_.next_seq) {
+                return {Code::kInternal,
+                        "entry " + std::to_string(i) + " has a sequence from the future"};
+            }
+        }
+    }
+    if (waiting != link_.waiting) {
+        return {Code::kInternal, "waiting count " + std::to_string(link_.waiting) + ", entries " +
+                                     std::to_string(waiting)};
+    }
+    return Status::ok();
+}
+
+uint32_t TemporalCore::repair() {
+    uint32_t fixes = 0;
+    const auto n = static_cast<int64_t>(entries_.size());
+    if (link_.holder < -1 || link_.holder >= n ||
+        (link_.holder >= 0 && entries_[link_.holder].state != kEntryHolding)) {
+        link_.holder = -1;
+        ++fixes;
+    }
+    if (link_.holder < 0 && link_.lease_end_ns != kNever) {
+        link_.lease_end_ns = kNever;
+        ++fixes;
+    }
+    uint32_t waiting = 0;
+    uint64_t max_seq = 0;
+    for (uint32_t i = 0; i < entries_.size(); ++i) {
+        TemporalEntry& t = entries_[i];
+        if (t.state > kEntryHolding ||
+            (t.state == kEntryHolding && static_cast<int32_t>(i) != link_.holder)) {
+            t.state = kEntryIdle;  // the flow asks again at its next acquire
+            ++fixes;
+        }
+        if (t.state == kEntryWaiting) {
+            ++waiting;
+            max_seq = std::max(max_seq, t.seq);
+        }
+    }
+    if (waiting != link_.waiting) {
+        link_.waiting = waiting;
+        ++fixes;
+    }
+    if (waiting > 0 && link_.next_seq <= max_seq) {
+        // Renumber the waiters by rank, keeping their order (seq, then index): next_seq =
+        // max + 1 could overflow. O(entries^2), only after a corruption.
+        for (uint32_t i = 0; i < entries_.size(); ++i) {
+            if (entries_[i].state != kEntryWaiting) {
+                continue;
+            }
+            uint64_t rank = 0;
+            for (uint32_t j = 0; j < entries_.size(); ++j) {
+                const TemporalEntry& o = entries_[j];
+                rank += o.state == kEntryWaiting &&
+                                (o.seq < entries_[i].seq || (o.seq == entries_[i].seq && j < i))
+                            ? 1
+                            : 0;
+            }
+            entries_[i].reserved = static_cast<uint32_t>(rank);  // park the rank
+        }
+        for (TemporalEntry& t : entries_) {
+            if (t.state == kEntryWaiting) {
+                t.seq = t.reserved;
+                t.reserved = 0;
+            }
+        }
+        link_.next_seq = waiting;
+        ++fixes;
+    }
+    return fixes;
+}
+
+}  // namespace atlas::sched
