@@ -27,7 +27,38 @@ bool TemporalCore::open(uint32_t e) {
     return true;
 }
 
+void TemporalCore::renumber() {
+    // Rank of each waiter in (seq, index) order, parked in `reserved`: O(entries^2), only
+    // after a corruption or 2^64 joins.
+    uint64_t waiting = 0;
+    for (uint32_t i = 0; i < entries_.size(); ++i) {
+        if (entries_[i].state != kEntryWaiting) {
+            continue;
+        }
+        ++waiting;
+        uint64_t rank = 0;
+        for (uint32_t j = 0; j < entries_.size(); ++j) {
+            const TemporalEntry& o = entries_[j];
+            rank += o.state == kEntryWaiting &&
+                            (o.seq < entries_[i].seq || (o.seq == entries_[i].seq && j < i))
+                        ? 1
+                        : 0;
+        }
+        entries_[i].reserved = static_cast<uint32_t>(rank);
+    }
+    for (TemporalEntry& t : entries_) {
+        if (t.state == kEntryWaiting) {
+            t.seq = t.reserved;
+            t.reserved = 0;
+        }
+    }
+    link_.next_seq = waiting;
+}
+
 void TemporalCore::enqueue(uint32_t e, Nanos now_ns) {
+    if (link_.next_seq == UINT64_MAX) {
+        renumber();  // keeps the order; the next sequence stays above every waiter's
+    }
     TemporalEntry& t = entries_[e];
     t.state = kEntryWaiting;
     t.seq = link_.next_seq++;
@@ -71,7 +102,7 @@ bool TemporalCore::decideFifo(Nanos now_ns, Nanos slot_ns) {
 }
 
 Nanos TemporalCore::nextDecisionNs(Nanos now_ns) const {
-    if (link_.holder >= 0) {
+    if (holder() != kNone) {
         return std::max(link_.lease_end_ns, now_ns);
     }
     return link_.waiting > 0 ? now_ns : kNever;
@@ -154,29 +185,7 @@ uint32_t TemporalCore::repair() {
         ++fixes;
     }
     if (waiting > 0 && link_.next_seq <= max_seq) {
-        // Renumber the waiters by rank, keeping their order (seq, then index): next_seq =
-        // max + 1 could overflow. O(entries^2), only after a corruption.
-        for (uint32_t i = 0; i < entries_.size(); ++i) {
-            if (entries_[i].state != kEntryWaiting) {
-                continue;
-            }
-            uint64_t rank = 0;
-            for (uint32_t j = 0; j < entries_.size(); ++j) {
-                const TemporalEntry& o = entries_[j];
-                rank += o.state == kEntryWaiting &&
-                                (o.seq < entries_[i].seq || (o.seq == entries_[i].seq && j < i))
-                            ? 1
-                            : 0;
-            }
-            entries_[i].reserved = static_cast<uint32_t>(rank);  // park the rank
-        }
-        for (TemporalEntry& t : entries_) {
-            if (t.state == kEntryWaiting) {
-                t.seq = t.reserved;
-                t.reserved = 0;
-            }
-        }
-        link_.next_seq = waiting;
+        renumber();  // next_seq = max + 1 could overflow
         ++fixes;
     }
     return fixes;

@@ -23,8 +23,9 @@
 // TemporalCore is a view: it owns nothing and is built on the fly over the state (cheap:
 // two pointers and a size). It neither locks nor reads a clock; the owner serialises calls
 // (one thread, or the segment mutex) and passes `now` (int64 ns on one monotonic timeline).
-// Entry indices must be < the view's size; states read from untrusted memory go through
-// validate() (and repair()) first.
+// Entry indices passed in must be < the view's size. Every operation stays inside the
+// entries whatever the state holds (a corrupt holder index reads as "free"), so state from
+// untrusted memory is memory-safe to run on; validate() and repair() restore its logic.
 #pragma once
 
 #include <cstdint>
@@ -112,10 +113,13 @@ class TemporalCore {
     // The waiting entry with the smallest sequence, kNone if nobody waits. O(entries).
     uint32_t fifoHead() const;
 
+    // kNone when the link is free (or the index is out of range: corrupt shared state).
     uint32_t holder() const {
-        return link_.holder < 0 ? kNone : static_cast<uint32_t>(link_.holder);
+        return link_.holder < 0 || static_cast<size_t>(link_.holder) >= entries_.size()
+                   ? kNone
+                   : static_cast<uint32_t>(link_.holder);
     }
-    Nanos leaseEndNs() const { return link_.holder < 0 ? kNever : link_.lease_end_ns; }
+    Nanos leaseEndNs() const { return holder() == kNone ? kNever : link_.lease_end_ns; }
     uint32_t waiting() const { return link_.waiting; }
     uint32_t size() const { return static_cast<uint32_t>(entries_.size()); }
     const TemporalEntry& entry(uint32_t e) const { return entries_[e]; }
@@ -132,6 +136,8 @@ class TemporalCore {
 
   private:
     void enqueue(uint32_t e, Nanos now_ns);
+    // Renumbers the waiters 0..n-1 in their order; next_seq = n.
+    void renumber();
 
     TemporalLink& link_;
     std::span<TemporalEntry> entries_;
@@ -139,6 +145,10 @@ class TemporalCore {
 
 template <class Pick, class Lease>
 bool TemporalCore::decide(Nanos now_ns, Pick&& pick, Lease&& lease) {
+    if (link_.holder >= 0 && holder() == kNone) {
+        link_.holder = -1;  // out of range (corrupt shared state): the link is free
+        link_.lease_end_ns = kNever;
+    }
     if (link_.holder >= 0 && now_ns >= link_.lease_end_ns) {
         const auto h = static_cast<uint32_t>(link_.holder);
         if (link_.waiting > 0) {

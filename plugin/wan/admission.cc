@@ -120,6 +120,14 @@ std::shared_ptr<ArbiterClient> WanAdmission::arbiterClient() {
     return client_;
 }
 
+std::shared_ptr<const LinkRate> WanAdmission::rateForLocked(const std::string& link) {
+    auto& rate = rates_[link];
+    if (!rate) {
+        rate = std::make_shared<FixedLinkRate>(config_.link_bps);
+    }
+    return rate;
+}
+
 WanVerdict WanAdmission::classifyRecv(const transport::CommInfo& info) const {
     return classify(config_.dc_map, config_.wan_rtt_ns, info);
 }
@@ -154,7 +162,6 @@ AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, i
             cc.auth_key = config_.auth_key;
             cc.connect_timeout_ns = config_.arbiter_timeout_ns;
             cc.name = config_.client_name;
-            cc.link_bps = config_.link_bps;
             cc.logger = logger_;
             auto started = ArbiterClient::start(cc);
             if (!started) {
@@ -171,7 +178,8 @@ AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, i
             r.mode = "fail-open";
             return r;
         }
-        comm.setGate(client_->makeGate(r.verdict.link, r.cls, comm.waker()));
+        comm.setGate(
+            client_->makeGate(r.verdict.link, r.cls, comm.waker(), rateForLocked(r.verdict.link)));
         r.gated = true;
         r.mode = "arbiter";
         return r;
@@ -195,7 +203,6 @@ AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, i
         sc.dir = config_.shm_dir;
         sc.slot_ns = config_.slot_ns;
         sc.lease_ns = config_.lease_ns;
-        sc.link_bps = config_.link_bps;
         sc.logger = logger_;
         auto opened = ShmArbiter::open(sc);
         if (!opened) {
@@ -209,7 +216,7 @@ AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, i
         }
         it = shm_.emplace(name, std::move(opened.value())).first;
     }
-    auto gate = it->second->makeGate(r.cls, comm.waker());
+    auto gate = it->second->makeGate(r.cls, comm.waker(), rateForLocked(r.verdict.link));
     if (!gate) {
         ATLAS_LOG_WARN(logger_,
                        "node-local arbitration for link %s: %s; this flow sends "

@@ -25,6 +25,7 @@
 #include "plugin/wan/arbiter_client.h"
 #include "plugin/wan/dc_map.h"
 #include "plugin/wan/flow_class.h"
+#include "plugin/wan/link_rate.h"
 #include "plugin/wan/shm_arbiter.h"
 #include "transport/net.h"
 
@@ -105,6 +106,10 @@ class WanAdmission {
     std::shared_ptr<ArbiterClient> arbiterClient();
 
   private:
+    // The rate the gates of `link` hold grants by (HoldingGate): ATLAS_LINK_GBPS today, one
+    // object per link so that a measured estimate (issue 17) can replace it per link.
+    std::shared_ptr<const LinkRate> rateForLocked(const std::string& link);
+
     WanConfig config_;
     Logger logger_;
     std::mutex mu_;
@@ -112,6 +117,7 @@ class WanAdmission {
     bool client_failed_ = false;
     std::map<std::string, std::shared_ptr<ShmArbiter>> shm_;
     std::map<std::string, bool> shm_failed_;
+    std::map<std::string, std::shared_ptr<const LinkRate>> rates_;
     bool workload_note_ = false;
 };
 

@@ -18,315 +18,14 @@
 #include <thread>
 #include <vector>
 
+#include "plugin/wan/arbiter_session.h"
+#include "plugin/wan/client_gate.h"
+
 namespace atlas::plugin::wan {
 
 using arbiter::Message;
 
 namespace {
-class ClientGate;
-}  // namespace
-
-struct ArbiterClient::Impl : std::enable_shared_from_this<ArbiterClient::Impl> {
-    explicit Impl(const ArbiterClientConfig& c) : cfg(c) {}
-    ~Impl() {
-        if (event_fd >= 0) {
-            ::close(event_fd);
-        }
-    }
-
-    // Any thread: queue a message for the current session and wake the I/O thread.
-    void post(const Message& m) {
-        {
-            std::lock_guard<std::mutex> lock(out_mu);
-            arbiter::encode(m, &out);
-        }
-        wake();
-    }
-    void wake() {
-        const uint64_t one = 1;
-        ssize_t n = ::write(event_fd, &one, sizeof(one));
-        (void)n;  // EAGAIN means a wakeup is already pending
-    }
-
-    void run();
-    // I/O thread helpers.
-    void beginAttempt(Nanos now);
-    void fail(const std::string& why, Nanos now);
-    void onMessage(const Message& m, Nanos now);
-    void sessionUp(Nanos now);
-    void failOpenAll();
-    bool flushWrites();
-    // Releases grants whose drain time has come; returns the next drain due (or max).
-    Nanos runDrains(Nanos now);
-
-    ArbiterClientConfig cfg;
-    std::atomic<Mode> mode{Mode::kConnecting};
-    std::atomic<uint64_t> epoch{0};  // session number, bumped at every Welcome
-    std::atomic<bool> stop{false};
-    int event_fd = -1;
-    std::thread thread;
-    std::mutex join_mu;
-
-    std::mutex reg_mu;  // order: reg_mu, then a gate's mutex, then out_mu
-    std::map<uint32_t, ClientGate*> gates;
-    uint32_t next_flow = 1;
-
-    std::mutex out_mu;
-    std::vector<uint8_t> out;  // messages for the established session
-
-    std::atomic<uint64_t> n_sessions{0}, n_outages{0}, n_requests{0}, n_grants{0}, n_releases{0},
-        n_unwanted{0}, n_resumed{0};
-
-    // ---- I/O thread only
-    enum class Conn { kDown, kConnecting, kChallenge, kWelcome, kUp };
-    Conn conn = Conn::kDown;
-    int fd = -1;
-    arbiter::Decoder decoder;
-    std::vector<uint8_t> wbuf;  // bytes being written
-    Nanos next_attempt_ns = 0;
-    Nanos attempt_deadline_ns = 0;
-    Nanos backoff_ns = 0;
-    Nanos last_rx_ns = 0;
-    Nanos next_ping_ns = 0;
-    Nanos lease_ns = 0;
-    Nanos heartbeat_ns = 0;
-    arbiter::WirePolicy policy = arbiter::WirePolicy::kTemporal;
-    arbiter::Nonce client_nonce{};
-    uint64_t session_id = 0;
-    uint64_t ping_token = 0;
-    bool in_outage = false;  // a WARN was logged for the current outage
-};
-
-namespace {
-
-class ClientGate final : public FlowGate {
-  public:
-    ClientGate(std::shared_ptr<ArbiterClient::Impl> c, uint32_t flow, std::string link,
-               const arbiter::WireClass& cls, std::function<void()> waker)
-        : c_(std::move(c)),
-          flow_(flow),
-          link_(std::move(link)),
-          cls_(cls),
-          waker_(std::move(waker)) {}
-
-    ~ClientGate() override {
-        // After this block the I/O thread cannot reach the gate, so the waker is never
-        // called again (FlowGate contract).
-        std::lock_guard<std::mutex> reg(c_->reg_mu);
-        c_->gates.erase(flow_);
-        if (c_->mode.load(std::memory_order_acquire) == ArbiterClient::Mode::kArbitrated) {
-            c_->post(arbiter::Close{flow_});
-        }
-    }
-
-    bool acquire(uint64_t queued_bytes, Nanos now_ns) override {
-        std::lock_guard<std::mutex> lock(mu_);
-        const ArbiterClient::Mode m = c_->mode.load(std::memory_order_acquire);
-        if (m == ArbiterClient::Mode::kFair || m == ArbiterClient::Mode::kFailOpen ||
-            m == ArbiterClient::Mode::kStopped) {
-            openLocked();
-            return true;
-        }
-        if ((state_ == State::kGranted || state_ == State::kDraining) &&
-            until_.load(std::memory_order_relaxed) > now_ns) {
-            // A grant or renewal arrived before the engine asked again, or the next message
-            // comes while the last one's bytes are still crossing the link: keep the grant.
-            if (state_ == State::kDraining) {
-                c_->n_resumed.fetch_add(1, std::memory_order_relaxed);
-            }
-            state_ = State::kGranted;
-            return true;
-        }
-        if (state_ == State::kDraining) {
-            releaseNowLocked();  // the slot ended while draining
-        }
-        state_ = State::kWaiting;
-        queued_ = queued_bytes;
-        if (m == ArbiterClient::Mode::kArbitrated) {
-            requestLocked();
-        }
-        return false;
-    }
-
-    bool holds(Nanos now_ns) const override {
-        // Pairs with the release stores below: a grant's state is visible with its slot end.
-        return now_ns < until_.load(std::memory_order_acquire);
-    }
-
-    void release(uint64_t bytes, Nanos now_ns) override {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (state_ != State::kGranted) {
-            state_ = State::kIdle;
-            requested_epoch_ = 0;
-            until_.store(0, std::memory_order_release);
-            return;
-        }
-        grant_bytes_ += bytes;
-        unreported_ += bytes;
-        const Nanos until = until_.load(std::memory_order_relaxed);
-        const Nanos due = std::min(drainDueLocked(), until);
-        if (due > now_ns) {
-            state_ = State::kDraining;  // the I/O thread releases at `due`
-            drain_due_ = due;
-            c_->wake();
-            return;
-        }
-        releaseNowLocked();
-    }
-
-    // I/O thread (reg_mu held): release if the drain time has come; the next due or max.
-    Nanos drainIfDue(Nanos now_ns) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (state_ != State::kDraining) {
-            return std::numeric_limits<Nanos>::max();
-        }
-        if (drain_due_ > now_ns) {
-            return drain_due_;
-        }
-        releaseNowLocked();
-        return std::numeric_limits<Nanos>::max();
-    }
-
-    // ---- I/O thread, with reg_mu held (so the gate is alive).
-
-    void onGrant(uint64_t seq, Nanos slot_ns, Nanos now_ns) {
-        bool wake = false;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            const uint64_t e = c_->epoch.load(std::memory_order_acquire);
-            if (state_ == State::kWaiting || state_ == State::kGranted ||
-                state_ == State::kDraining) {
-                wake = state_ == State::kWaiting;
-                if (wake) {
-                    grant_start_ = now_ns;  // a fresh grant (a renewal keeps counting)
-                    grant_bytes_ = 0;
-                }
-                // A renewal during a drain keeps draining under the new slot.
-                if (state_ != State::kDraining) {
-                    state_ = State::kGranted;
-                }
-                seq_ = seq;
-                grant_epoch_ = e;
-                until_.store(slot_ns == 0 ? std::numeric_limits<Nanos>::max() : now_ns + slot_ns,
-                             std::memory_order_release);
-            } else {
-                // The flow drained (or fell back to fail-open) meanwhile: give it back now, so
-                // the link is not held by an idle flow until the slot ends.
-                c_->post(arbiter::Release{flow_, seq, 0});
-                c_->n_unwanted.fetch_add(1, std::memory_order_relaxed);
-            }
-        }
-        if (wake) {
-            waker_();
-        }
-    }
-
-    void failOpen() {
-        bool wake = false;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (state_ == State::kWaiting || state_ == State::kGranted ||
-                state_ == State::kDraining) {
-                wake = state_ == State::kWaiting;
-                openLocked();
-            }
-        }
-        if (wake) {
-            waker_();
-        }
-    }
-
-    // A session is up (epoch already bumped, Open already queued).
-    void sessionUp(bool fair) {
-        bool wake = false;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (fair) {
-                if (state_ == State::kWaiting) {
-                    openLocked();
-                    wake = true;
-                }
-            } else if (state_ == State::kWaiting) {
-                requestLocked();
-            } else if (state_ == State::kOpen) {
-                // Unarbitrated since the outage: stop at the next piece; the engine releases
-                // and asks again, now through the arbiter.
-                until_.store(0, std::memory_order_release);
-            }
-        }
-        if (wake) {
-            waker_();
-        }
-    }
-
-    uint32_t flow() const { return flow_; }
-    const std::string& link() const { return link_; }
-    const arbiter::WireClass& cls() const { return cls_; }
-
-  private:
-    enum class State {
-        kIdle,
-        kWaiting,
-        kGranted,
-        kDraining,  // released by the engine; held until its bytes crossed the link
-        kOpen,
-    };
-
-    // When the bytes sent under this grant could have crossed the link at link_bps.
-    Nanos drainDueLocked() const {
-        const uint64_t bps = c_->cfg.link_bps;
-        if (bps == 0) {
-            return 0;
-        }
-        const long double ns =
-            static_cast<long double>(grant_bytes_) * 8.0L * 1e9L / static_cast<long double>(bps);
-        return grant_start_ + static_cast<Nanos>(ns);
-    }
-
-    void releaseNowLocked() {
-        if (c_->mode.load(std::memory_order_acquire) == ArbiterClient::Mode::kArbitrated &&
-            grant_epoch_ == c_->epoch.load(std::memory_order_acquire)) {
-            c_->post(arbiter::Release{flow_, seq_, unreported_});
-            c_->n_releases.fetch_add(1, std::memory_order_relaxed);
-        }
-        unreported_ = 0;
-        state_ = State::kIdle;
-        requested_epoch_ = 0;
-        until_.store(0, std::memory_order_release);
-    }
-
-    void openLocked() {
-        state_ = State::kOpen;
-        until_.store(std::numeric_limits<Nanos>::max(), std::memory_order_release);
-    }
-
-    void requestLocked() {
-        const uint64_t e = c_->epoch.load(std::memory_order_acquire);
-        if (requested_epoch_ == e) {
-            return;  // already asked in this session
-        }
-        requested_epoch_ = e;
-        c_->post(arbiter::Request{flow_, std::max<uint64_t>(queued_, 1)});
-        c_->n_requests.fetch_add(1, std::memory_order_relaxed);
-    }
-
-    std::shared_ptr<ArbiterClient::Impl> c_;
-    const uint32_t flow_;
-    const std::string link_;
-    const arbiter::WireClass cls_;
-    const std::function<void()> waker_;
-    std::mutex mu_;
-    State state_ = State::kIdle;
-    uint64_t seq_ = 0;
-    uint64_t grant_epoch_ = 0;
-    uint64_t requested_epoch_ = 0;
-    uint64_t queued_ = 0;
-    Nanos grant_start_ = 0;
-    uint64_t grant_bytes_ = 0;  // sent under the current grant (renewals included)
-    uint64_t unreported_ = 0;   // sent since the last Release message
-    Nanos drain_due_ = 0;
-    std::atomic<Nanos> until_{0};
-};
 
 Nanos minNs(Nanos a, Nanos b) {
     return a < b ? a : b;
@@ -510,10 +209,10 @@ void ArbiterClient::Impl::onMessage(const Message& m, Nanos now) {
 }
 
 Nanos ArbiterClient::Impl::runDrains(Nanos now) {
-    Nanos next = std::numeric_limits<Nanos>::max();
+    Nanos next = sched::kNever;
     std::lock_guard<std::mutex> reg(reg_mu);
     for (auto& [id, g] : gates) {
-        next = std::min(next, g->drainIfDue(now));
+        next = std::min(next, g->finishDrain(now));
     }
     return next;
 }
@@ -706,10 +405,12 @@ void ArbiterClient::shutdown() {
 
 std::unique_ptr<FlowGate> ArbiterClient::makeGate(const std::string& link,
                                                   const arbiter::WireClass& cls,
-                                                  std::function<void()> waker) {
+                                                  std::function<void()> waker,
+                                                  std::shared_ptr<const LinkRate> rate) {
     std::lock_guard<std::mutex> reg(impl_->reg_mu);
     const uint32_t flow = impl_->next_flow++;
-    auto gate = std::make_unique<ClientGate>(impl_, flow, link, cls, std::move(waker));
+    auto gate =
+        std::make_unique<ClientGate>(impl_, flow, link, cls, std::move(waker), std::move(rate));
     impl_->gates[flow] = gate.get();
     if (impl_->mode.load(std::memory_order_acquire) == Mode::kArbitrated) {
         impl_->post(arbiter::Open{flow, cls, link});

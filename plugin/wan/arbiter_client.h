@@ -2,10 +2,12 @@
 //
 // One per process. It owns one TCP session to atlas-arbiter and one I/O thread (poll on the
 // socket and an eventfd), started by start() and joined by shutdown(). Each arbitrated WAN
-// send comm gets a FlowGate from makeGate(): acquire() sends Request, the thread turns a
-// Grant into a local slot (holds() = one atomic load and a compare) and rings the comm's
-// waker; release() sends Release. Nothing here blocks the engine threads: messages are
-// queued and written by the I/O thread.
+// send comm gets a ClientGate from makeGate() (client_gate.h): acquire() sends Request, the
+// thread turns a Grant into a local slot (holds() = one atomic load and a compare) and rings
+// the comm's waker; release() keeps the grant while its bytes cross the link (the hold/drain
+// rule of HoldingGate, whose drain ends this thread times) and then sends Release. Nothing
+// here blocks the engine threads: messages are queued and written by the I/O thread.
+// The session state (Impl) is in arbiter_session.h.
 //
 // Fail-open: while the arbiter is unreachable (connect refused or timed out, handshake or
 // authentication failure, connection lost, silence longer than the lease) every gate lets
@@ -29,6 +31,7 @@
 #include "atlas/common/clock.h"
 #include "atlas/common/log.h"
 #include "atlas/common/status.h"
+#include "plugin/wan/link_rate.h"
 
 namespace atlas::plugin::wan {
 
@@ -40,13 +43,9 @@ struct ArbiterClientConfig {
     Nanos retry_min_ns = 100 * kNsPerMs;   // background reconnect backoff, doubling
     Nanos retry_max_ns = 5 * kNsPerSec;
     std::string name;  // shown in the arbiter's logs and metrics (e.g. the host name)
-    // Rate of the arbitrated link (ATLAS_LINK_GBPS). When set, a flow whose queue drained
-    // keeps its grant until the bytes sent under it could have crossed the link
-    // (grant start + bytes / rate, at most the slot end): the kernel's socket buffers accept
-    // a whole transfer long before it is on the wire, and giving the link away then would
-    // turn temporal sharing back into TCP sharing. 0 = release as soon as the queue drains.
-    uint64_t link_bps = 0;
     Logger logger;
+    // The I/O thread's time (timers, grant receipt, drain ends). Gates take `now` from their
+    // FlowGate caller, which must use the same timeline.
     const Clock* clock = &MonotonicClock::instance();
 };
 
@@ -78,9 +77,11 @@ class ArbiterClient {
     void shutdown();
 
     // A gate for one flow on `link` (arbiter/protocol.h link name). `waker` must be callable
-    // from any thread until the gate is destroyed.
+    // from any thread until the gate is destroyed. `rate`: the link's rate for the grant
+    // hold/drain rule (HoldingGate; null or 0 = give a grant back as soon as the queue drains).
     std::unique_ptr<FlowGate> makeGate(const std::string& link, const arbiter::WireClass& cls,
-                                       std::function<void()> waker);
+                                       std::function<void()> waker,
+                                       std::shared_ptr<const LinkRate> rate = nullptr);
 
     Mode mode() const;
     Stats stats() const;

@@ -1,23 +1,30 @@
 // ShmArbiter: node-local temporal link sharing between the processes of one host, through
 // the shared-memory segment of shm_layout.h (one segment per link name).
 //
-// Policy: first come first served with slots of at most slot_ns, i.e. sched::TemporalFifo
-// (a flow whose slot ends while it still has data releases and queues again at the back).
-// `workload` is not available node-locally: its learned plan lives in one process, which the
-// DC-wide arbiter provides; the plugin falls back to this FIFO (docs/arbitration.md).
+// Policy: sched::TemporalCore over the segment's state, i.e. exactly sched::TemporalFifo's
+// decisions: first come first served with leases of at most slot_ns; at a lease end the
+// holder is preempted for a waiter (it queues again at the back) or renewed when alone.
+// `workload` is not available node-locally: its learned plan lives in one process, which
+// the DC-wide arbiter provides; the plugin falls back to this FIFO (docs/arbitration.md).
+// Each flow's side of a grant is ShmGate (shm_gate.h), which runs the hold/drain rule shared
+// with the arbiter client's gates (HoldingGate).
 //
 // Per process and segment: one ShmArbiter, shared by the gates of that link, with one
 // watcher thread that stamps the process's liveness, sleeps on the process's doorbell
-// futex, turns grants into gate wakeups and revokes the grant of a dead or silent holder.
-// shutdown() (plugin finalize) joins it.
+// futex, turns grants into gate wakeups, ends drains, hands an expired lease on while a flow
+// of this process waits, and checks the liveness of the others: a holder silent past the
+// lease, and processes that are gone. Those checks (kill(), /proc reads) run only here and
+// never under the segment mutex: engine threads take that mutex only for the short, bounded
+// FIFO operations, so one slow /proc read cannot stall a data path. shutdown() (plugin
+// finalize) joins the watcher.
 //
 // Fail-open: when the segment cannot be created or mapped, or is rejected (foreign, other
 // version, other owner), open() fails with the reason; the plugin logs one WARN and lets
 // the link's flows send unarbitrated. A mutex that becomes unrecoverable does the same.
 //
-// Threads: makeGate/snapshot from any thread; gates per FlowGate (engine thread). holds()
-// is an atomic load and a compare; acquire/release take the segment's mutex (no syscall
-// unless contended).
+// Threads: makeGate/snapshot/runWatcher from any thread; gates per FlowGate (engine thread).
+// holds() is an atomic load and a compare; acquire/release take the flow's own mutex and the
+// segment's (no syscall unless contended).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +37,8 @@
 #include "atlas/common/clock.h"
 #include "atlas/common/log.h"
 #include "atlas/common/status.h"
+#include "plugin/wan/link_rate.h"
+#include "plugin/wan/shm_segment.h"
 
 namespace atlas::plugin::wan {
 
@@ -38,10 +47,15 @@ struct ShmConfig {
     std::string dir = "/dev/shm";
     Nanos slot_ns = 250 * kNsPerMs;  // used when this process creates the segment
     Nanos lease_ns = 200 * kNsPerMs;
-    // Rate of the link (ATLAS_LINK_GBPS): a drained flow keeps the link until its bytes could
-    // have crossed it (see ArbiterClientConfig::link_bps). 0 = release when the queue drains.
-    uint64_t link_bps = 0;
     Logger logger;
+    // The watcher's time and the gates' own (registration, close). The segment records
+    // CLOCK_MONOTONIC across processes, so production uses that; the transports feeding the
+    // gates must use the same timeline (a test drives one process's by a ManualClock).
+    const Clock* clock = &MonotonicClock::instance();
+    // Liveness of the other processes; called by the watcher only, outside the mutex.
+    const ProcessProbe* probe = &systemProcessProbe();
+    // false: no watcher thread; the owner calls runWatcher() (tests driving a ManualClock).
+    bool watcher_thread = true;
 };
 
 class ShmArbiter {
@@ -59,8 +73,8 @@ class ShmArbiter {
     };
 
     // Creates the segment (atomically: built under a temporary name, then linked) or
-    // attaches to an existing one after validating it, registers this process and starts
-    // the watcher.
+    // attaches to an existing one after validating it, frees the entries of processes that
+    // are gone, registers this process and starts the watcher.
     static Result<std::shared_ptr<ShmArbiter>> open(const ShmConfig& config);
     ~ShmArbiter();
     ShmArbiter(const ShmArbiter&) = delete;
@@ -71,8 +85,16 @@ class ShmArbiter {
     void shutdown();
 
     // Fails (kUnavailable) when the link's flow table is full; the caller sends unarbitrated.
+    // `rate`: the link's rate for the hold/drain rule (null or 0: give a grant back as soon
+    // as the queue drains).
     Result<std::unique_ptr<FlowGate>> makeGate(const arbiter::WireClass& cls,
-                                               std::function<void()> waker);
+                                               std::function<void()> waker,
+                                               std::shared_ptr<const LinkRate> rate = nullptr);
+
+    // One round of the watcher's work at now_ns (heartbeat, drains, grants, lease ends,
+    // liveness); returns when it wants to run again. The watcher thread calls it in a loop;
+    // with ShmConfig::watcher_thread = false, the owner does. Not concurrently with itself.
+    Nanos runWatcher(Nanos now_ns);
 
     Snapshot snapshot();
     const std::string& path() const;

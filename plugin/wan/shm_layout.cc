@@ -53,27 +53,38 @@ Status validateSegmentHeader(const void* base, size_t size) {
     return Status::ok();
 }
 
+namespace {
+
+bool usedFlowHasProcess(const ShmSegment& seg, uint32_t i) {
+    const int32_t p = seg.flows[i].proc;
+    return p >= 0 && p < static_cast<int32_t>(kShmMaxProcs) &&
+           seg.procs[p].pid.load(std::memory_order_relaxed) != 0;
+}
+
+}  // namespace
+
 Status validateSegmentTable(const ShmSegment& seg) {
-    if (seg.holder < -1 || seg.holder >= static_cast<int32_t>(kShmMaxFlows)) {
-        return {Code::kInternal, "holder index out of range"};
-    }
-    if (seg.holder >= 0 && seg.flows[seg.holder].state != kShmFlowGranted) {
-        return {Code::kInternal, "holder is not in the granted state"};
-    }
+    ATLAS_RETURN_IF_ERROR(sched::TemporalCore::view(seg.fifo, seg.entries).validate());
     for (uint32_t i = 0; i < kShmMaxFlows; ++i) {
-        const ShmFlow& f = seg.flows[i];
-        if (f.state < kShmFlowFree || f.state > kShmFlowGranted) {
-            return {Code::kInternal, "flow " + std::to_string(i) + " has an invalid state"};
-        }
-        if (f.state != kShmFlowFree &&
-            (f.proc < 0 || f.proc >= static_cast<int32_t>(kShmMaxProcs))) {
-            return {Code::kInternal, "flow " + std::to_string(i) + " names an invalid process"};
-        }
-        if (f.state == kShmFlowGranted && static_cast<int32_t>(i) != seg.holder) {
-            return {Code::kInternal, "flow " + std::to_string(i) + " is granted but not holder"};
+        if (seg.entries[i].state != sched::kEntryUnused && !usedFlowHasProcess(seg, i)) {
+            return {Code::kInternal, "flow " + std::to_string(i) + " names no registered process"};
         }
     }
     return Status::ok();
+}
+
+uint32_t repairSegmentTable(ShmSegment& seg) {
+    ++seg.recoveries;
+    seg.sweep = 1;
+    sched::TemporalCore fifo = segmentFifo(seg);
+    uint32_t fixes = fifo.repair();
+    for (uint32_t i = 0; i < kShmMaxFlows; ++i) {
+        if (seg.entries[i].state != sched::kEntryUnused && !usedFlowHasProcess(seg, i)) {
+            fifo.close(i);
+            ++fixes;
+        }
+    }
+    return fixes;
 }
 
 }  // namespace atlas::plugin::wan

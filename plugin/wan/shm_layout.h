@@ -1,24 +1,30 @@
 // Node-local arbitration segment: the versioned POD layout that every process on one host
-// maps (/dev/shm/<ATLAS_NODE_SHM>.<link>), and its validation.
+// maps (/dev/shm/<ATLAS_NODE_SHM>.<link>), its validation and its repair.
 //
-// Protocol (a FIFO with leases that mirrors sched::TemporalFifo; docs/arbitration.md):
-//  - All fields below `lock` are guarded by it: a process-shared, robust pthread mutex. A
-//    process that dies inside the critical section leaves EOWNERDEAD to the next locker,
-//    which repairs the table (drops dead processes, re-validates the holder) and marks the
-//    mutex consistent.
-//  - acquire: if nobody holds the link, take it (slot end = now + slot_ns); else join the
-//    wait list with the next sequence number.
-//  - release: drop the link and hand it to the waiting flow with the smallest sequence whose
-//    process is alive; bump that process's doorbell (a futex word) to wake its watcher.
-//  - liveness: each process's watcher thread stamps alive_ns every lease/4. A waiter that
-//    finds the holder's stamp older than the lease, or the holder's process gone (kill(pid,
-//    0) and the /proc start time, against pid reuse), revokes the grant and passes the link
-//    on. So a holder that dies loses the link within about one lease.
+// What it stores: the link's FIFO state exactly as scheduler/ defines it (sched::TemporalLink
+// and one sched::TemporalEntry per flow: TemporalCore runs over it, the same rule
+// TemporalFifo runs in atlas-arbiter and atlas-sim), plus what only the node needs: a table
+// of processes (pid, start time, heartbeat, doorbell) and, per flow, its owner and class.
 //
-// Pointers never live in the segment; times are CLOCK_MONOTONIC ns (system-wide). The mutex
-// makes the layout specific to one libc: every process mapping it must use the same glibc
-// (true for processes on one host from one install) and share a PID namespace (for the
-// liveness check).
+// Protocol (docs/arbitration.md):
+//  - Every field below `lock` except the atomics in ShmProc is guarded by it: a
+//    process-shared, robust pthread mutex, held only for short, bounded sections (O(flows),
+//    no syscall but the futex, never a /proc read or kill()). A process that dies inside
+//    leaves EOWNERDEAD to the next locker, which runs repairSegmentTable() (structure only)
+//    and sets `sweep`, so that the watchers look for the dead process outside the lock.
+//  - acquire/release/the watcher's decisions are TemporalCore's: join, leave, decide with
+//    leases of slot_ns. Whoever makes a new holder bumps its process's doorbell (a futex
+//    word) after unlocking, which wakes that process's watcher.
+//  - Liveness (ShmArbiter's watcher, outside the lock): a holder whose heartbeat is older
+//    than lease_ns loses the link; so does every flow of a process that is gone (kill(pid,
+//    0), zombie state, /proc start time against pid reuse).
+//
+// Versioning: magic, version, layout size and table sizes are checked at attach time
+// (validateSegmentHeader); anything else is another build (kShmVersion 1 had its own FIFO
+// fields). Pointers never live in the segment; times are CLOCK_MONOTONIC ns (system-wide).
+// The mutex makes the layout specific to one libc: every process mapping it must use the
+// same glibc (true for processes on one host from one install) and share a PID namespace
+// (for the liveness check).
 #pragma once
 
 #include <pthread.h>
@@ -29,41 +35,35 @@
 #include <type_traits>
 
 #include "atlas/common/status.h"
+#include "scheduler/temporal_state.h"
 
 namespace atlas::plugin::wan {
 
 inline constexpr uint64_t kShmMagic = 0x3142524153414c54ull;  // "TLASARB1" little-endian
-inline constexpr uint32_t kShmVersion = 1;
+// 2: the FIFO is scheduler/'s TemporalLink + TemporalEntry[]; per-process start time atomic.
+inline constexpr uint32_t kShmVersion = 2;
 inline constexpr uint32_t kShmMaxProcs = 64;
 inline constexpr uint32_t kShmMaxFlows = 256;
 
-enum ShmFlowState : int32_t {
-    kShmFlowFree = 0,
-    kShmFlowIdle = 1,
-    kShmFlowWaiting = 2,
-    kShmFlowGranted = 3,
-};
-
+// One registered process. Written under the lock (registration, freeing); read lock-free by
+// other processes' watchers (pid, start_time: the liveness sweep) and stamped lock-free by
+// its own watcher (alive_ns). Registration stores start_time before pid (release).
 struct alignas(64) ShmProc {
     std::atomic<int32_t> pid;  // 0: free slot
     uint32_t reserved;
-    uint64_t start_time;             // /proc/<pid>/stat starttime (0: unknown)
-    std::atomic<int64_t> alive_ns;   // heartbeat of the process's watcher (lock-free writes)
-    std::atomic<uint32_t> doorbell;  // futex word: bumped when one of its flows is granted
+    std::atomic<uint64_t> start_time;  // /proc/<pid>/stat starttime (0: unknown)
+    std::atomic<int64_t> alive_ns;     // heartbeat of the process's watcher
+    std::atomic<uint32_t> doorbell;    // futex word: bumped when one of its flows is granted
 };
 
+// Per flow, beside its FIFO entry of the same index (meaningful while that entry is used).
 struct ShmFlow {
-    int32_t state;  // ShmFlowState
-    int32_t proc;   // index into procs
-    uint64_t seq;   // FIFO order while waiting
-    uint64_t grant_seq;
-    int64_t slot_end_ns;  // INT64_MAX: until released
-    int64_t requested_ns;
-    uint64_t bytes;  // released bytes, for statistics
+    int32_t proc;  // index into procs
     int32_t pipeline;
     int32_t stage;
-    uint8_t direction;
-    uint8_t reserved[7];
+    uint8_t direction;  // 0 forward, 1 backward
+    uint8_t reserved[3];
+    uint64_t bytes;  // sent under its grants, for statistics
 };
 
 struct ShmSegment {
@@ -73,36 +73,56 @@ struct ShmSegment {
     uint32_t layout_size;  // sizeof(ShmSegment)
     uint32_t max_procs;
     uint32_t max_flows;
-    int64_t slot_ns;   // 0: a grant lasts until release
+    int64_t slot_ns;   // lease of one grant; 0: until released
     int64_t lease_ns;  // liveness lease of a holder
     pthread_mutex_t lock;
     // Guarded by lock.
-    int32_t holder;  // flow index, -1: link free
+    sched::TemporalLink fifo;  // holder, lease end, waiting count, next sequence, grants
+    uint32_t sweep;            // != 0: someone died inside the lock; watchers check everyone
     uint32_t reserved;
-    uint64_t next_seq;
-    uint64_t next_grant_seq;
-    uint64_t grants;
     uint64_t revocations;  // grants taken from dead or silent holders
     uint64_t recoveries;   // EOWNERDEAD repairs
     ShmProc procs[kShmMaxProcs];
+    sched::TemporalEntry entries[kShmMaxFlows];  // the FIFO's per-flow state
     ShmFlow flows[kShmMaxFlows];
 };
 
 static_assert(std::is_standard_layout_v<ShmSegment>);
 static_assert(std::atomic<int32_t>::is_always_lock_free);
-static_assert(std::atomic<int64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<int64_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word must be 32 bits");
-static_assert(sizeof(ShmFlow) == 64);
+static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
+static_assert(sizeof(ShmProc) == 64);
+static_assert(sizeof(ShmFlow) == 24);
 static_assert(offsetof(ShmSegment, magic) == 0);
+static_assert(offsetof(ShmSegment, version) == 8);
 static_assert(offsetof(ShmSegment, layout_size) == 12);
+static_assert(offsetof(ShmSegment, max_procs) == 16);
+static_assert(offsetof(ShmSegment, max_flows) == 20);
+static_assert(offsetof(ShmSegment, slot_ns) == 24);
+static_assert(offsetof(ShmSegment, lease_ns) == 32);
+static_assert(offsetof(ShmSegment, lock) == 40);
+static_assert(offsetof(ShmSegment, procs) % 64 == 0);
+static_assert(offsetof(ShmSegment, flows) ==
+              offsetof(ShmSegment, entries) + kShmMaxFlows * sizeof(sched::TemporalEntry));
 
-// Checks a mapped segment's immutable header (magic, version, sizes) and the guarded fields'
-// ranges, without taking the lock. Errors name the problem and the fix. `size` is the
-// mapping's size. Used at attach time and by the fuzz target (fuzz_arbiter_shm).
+// The FIFO over a segment (caller holds the lock, or owns the bytes).
+inline sched::TemporalCore segmentFifo(ShmSegment& seg) {
+    return sched::TemporalCore(seg.fifo, seg.entries);
+}
+
+// Checks a mapped segment's immutable header (magic, version, sizes, slot and lease) without
+// taking the lock. Errors name the problem and the fix. `size` is the mapping's size. Used at
+// attach time and by the fuzz target (fuzz_arbiter_shm).
 Status validateSegmentHeader(const void* base, size_t size);
-// Range check of the guarded part (holder index, flow/proc indices and states); the caller
-// holds the lock or owns the bytes. Used after EOWNERDEAD and by the fuzzer.
+// Checks the guarded part: the FIFO's invariants (TemporalCore::validate), and every used
+// flow naming a registered process. The caller holds the lock or owns the bytes.
 Status validateSegmentTable(const ShmSegment& seg);
+// Restores what validateSegmentTable checks, with the least change (TemporalCore::repair;
+// a used flow of an invalid or free process is closed), counts a recovery and sets `sweep`.
+// Bounded and free of syscalls: it runs inside the lock, after EOWNERDEAD. Returns the fixes.
+uint32_t repairSegmentTable(ShmSegment& seg);
 
 }  // namespace atlas::plugin::wan

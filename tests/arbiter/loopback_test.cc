@@ -54,14 +54,15 @@ std::shared_ptr<ArbiterClient> startClient(const ArbiterClientConfig& c) {
     return r.isOk() ? r.value() : nullptr;
 }
 
-// Asks until the gate admits the flow; false if the budget passes.
-bool acquireWithin(FlowGate& g, Waker& w, milliseconds budget, uint64_t bytes = 1 << 20) {
+// Asks until the gate admits the flow; false if the budget passes. `clock`: the gate's time.
+bool acquireWithin(FlowGate& g, Waker& w, milliseconds budget, uint64_t bytes = 1 << 20,
+                   const Clock& clock = MonotonicClock::instance()) {
     // The waker count is read before each ask, so a grant that lands between the ask and the
     // wait is not missed; a wake-up that brings no grant asks again.
     const auto end = std::chrono::steady_clock::now() + budget;
     for (;;) {
         const int seen = w.calls.load();
-        if (g.acquire(bytes, monotonicNowNs())) {
+        if (g.acquire(bytes, clock.nowNs())) {
             return true;
         }
         const auto left =
@@ -145,27 +146,33 @@ TEST(ArbiterLoopback, SlotEndStopsTheHolderLocallyAndRenewsWhenAlone) {
 }
 
 TEST(ArbiterLoopback, DrainedFlowKeepsTheLinkUntilItsBytesCrossedIt) {
-    ServerThread srv(serverConfig());
+    // The client's time is a ManualClock: the drain ends when the test says so. The server's
+    // lease is long, since a client whose clock stands still sends no pings.
+    auto sc = serverConfig();
+    sc.lease_ns = 10 * kNsPerSec;
+    ServerThread srv(sc);
     ASSERT_TRUE(srv.ok()) << srv.error();
+    ManualClock clock(1000 * kNsPerSec);
     auto cc = clientConfig(srv.port());
-    cc.link_bps = 8'000'000;  // 1 MB/s: 100 KB take 100 ms on the wire
+    cc.clock = &clock;
     auto client = startClient(cc);
+    auto rate = std::make_shared<FixedLinkRate>(8'000'000);  // 1 MB/s: 100 KB take 100 ms
     Waker wa, wb;
-    auto a = client->makeGate(kLink, {0, 0, 0}, wa.fn());
-    auto b = client->makeGate(kLink, {1, 0, 0}, wb.fn());
-    ASSERT_TRUE(acquireWithin(*a, wa, milliseconds(3000)));
-    const auto t0 = std::chrono::steady_clock::now();
-    a->release(100'000, monotonicNowNs());  // the kernel took it all at once
-    EXPECT_FALSE(b->acquire(10, monotonicNowNs()));
+    auto a = client->makeGate(kLink, {0, 0, 0}, wa.fn(), rate);
+    auto b = client->makeGate(kLink, {1, 0, 0}, wb.fn(), rate);
+    ASSERT_TRUE(acquireWithin(*a, wa, milliseconds(3000), 1 << 20, clock));
+    a->release(100'000, clock.nowNs());  // the kernel took it all at once
+    EXPECT_FALSE(b->acquire(10, clock.nowNs()));
     // The next message resumes the grant while the first is still crossing: no round trip.
-    EXPECT_TRUE(a->acquire(10, monotonicNowNs()));
+    EXPECT_TRUE(a->acquire(10, clock.nowNs()));
     EXPECT_EQ(client->stats().resumed, 1u);
-    a->release(0, monotonicNowNs());
-    ASSERT_TRUE(acquireWithin(*b, wb, milliseconds(3000)));
-    const auto waited = std::chrono::steady_clock::now() - t0;
-    EXPECT_GE(waited, milliseconds(90)) << "b waited for a's bytes to cross the link";
-    EXPECT_LE(waited, milliseconds(1000));
-    b->release(10, monotonicNowNs());
+    a->release(0, clock.nowNs());
+    clock.advance(99 * kNsPerMs);
+    EXPECT_FALSE(waitFor([&] { return wb.calls.load() > 0; }, milliseconds(300)))
+        << "b got the link before a's bytes crossed it";
+    clock.advance(kNsPerMs);
+    ASSERT_TRUE(acquireWithin(*b, wb, milliseconds(3000), 1 << 20, clock));
+    b->release(10, clock.nowNs());
     const std::string m = srv.server().metricsText();
     // a's release reached the arbiter before b's grant; b's own release may still be in
     // flight, so only a's per-flow figure is exact here.

@@ -128,7 +128,7 @@ uint64_t segmentGrants(const std::string& path) {
     if (m == MAP_FAILED) {
         return 0;
     }
-    const uint64_t g = static_cast<const plugin::wan::ShmSegment*>(m)->grants;
+    const uint64_t g = static_cast<const plugin::wan::ShmSegment*>(m)->fifo.grants;
     ::munmap(m, sizeof(plugin::wan::ShmSegment));
     return g;
 }

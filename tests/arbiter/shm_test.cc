@@ -136,29 +136,6 @@ TEST_F(ShmTest, SlotEndsAreEnforcedAndTheHolderQueuesAgain) {
     g1->release(1, monotonicNowNs());
 }
 
-TEST_F(ShmTest, DrainedFlowKeepsTheLinkUntilItsBytesCrossedIt) {
-    ShmConfig cfg = config();
-    cfg.link_bps = 8'000'000;  // 1 MB/s: 100 KB take 100 ms on the wire
-    auto r = ShmArbiter::open(cfg);
-    ASSERT_TRUE(r.isOk()) << r.status().toString();
-    auto a = r.value();
-    Waker w1, w2;
-    auto g1 = gate(*a, w1);
-    auto g2 = gate(*a, w2);
-    ASSERT_TRUE(g1->acquire(1, monotonicNowNs()));
-    const auto t0 = std::chrono::steady_clock::now();
-    g1->release(100'000, monotonicNowNs());
-    EXPECT_FALSE(g2->acquire(1, monotonicNowNs()));
-    EXPECT_TRUE(g1->acquire(1, monotonicNowNs())) << "resumed while draining";
-    g1->release(0, monotonicNowNs());
-    ASSERT_TRUE(acquireWithin(*g2, w2, milliseconds(3000)));
-    const auto waited = std::chrono::steady_clock::now() - t0;
-    EXPECT_GE(waited, milliseconds(90));
-    EXPECT_LE(waited, milliseconds(1000));
-    EXPECT_EQ(a->snapshot().grants, 2u) << "the resumed grant was not a new one";
-    g2->release(1, monotonicNowNs());
-}
-
 TEST_F(ShmTest, SixtyFourFlowsInFourProcessesNeverOverlap) {
     // Shared counters: holders right now, the most ever seen, and completed rounds.
     auto* shared = static_cast<std::atomic<int>*>(
@@ -306,8 +283,8 @@ TEST_F(ShmTest, ProcessDyingInsideTheLockIsRepaired) {
         }
         auto* seg = static_cast<ShmSegment*>(m);
         pthread_mutex_lock(&seg->lock);
-        seg->holder = 77;  // a half-done update: names a flow that was never granted
-        ::_exit(0);        // dies holding the mutex
+        seg->fifo.holder = 77;  // a half-done update: names a flow that was never granted
+        ::_exit(0);             // dies holding the mutex
     });
     ASSERT_TRUE(child.isOk());
     auto st = child.value().wait(abi::Deadline::afterMs(10000));
@@ -331,23 +308,28 @@ TEST_F(ShmTest, ForeignOtherVersionAndOtherOwnerSegmentsAreRejected) {
     EXPECT_NE(r.status().message().find("not an Atlas arbitration segment"), std::string::npos)
         << r.status().message();
 
-    // Right size and magic, another version.
-    std::vector<uint8_t> img(sizeof(ShmSegment), 0);
-    auto* s = reinterpret_cast<ShmSegment*>(img.data());
-    s->magic = kShmMagic;
-    s->version = kShmVersion + 1;
-    s->layout_size = sizeof(ShmSegment);
-    s->max_procs = kShmMaxProcs;
-    s->max_flows = kShmMaxFlows;
-    s->lease_ns = 1;
-    {
-        std::ofstream f(path(), std::ios::binary | std::ios::trunc);
-        f.write(reinterpret_cast<const char*>(img.data()),
-                static_cast<std::streamsize>(img.size()));
+    // Right size and magic, another version: the next one, and version 1 (whose FIFO fields
+    // were the plugin's own) left behind by an older build.
+    for (uint32_t version : {kShmVersion + 1, 1u}) {
+        std::vector<uint8_t> img(sizeof(ShmSegment), 0);
+        auto* s = reinterpret_cast<ShmSegment*>(img.data());
+        s->magic = kShmMagic;
+        s->version = version;
+        s->layout_size = sizeof(ShmSegment);
+        s->max_procs = kShmMaxProcs;
+        s->max_flows = kShmMaxFlows;
+        s->lease_ns = 1;
+        {
+            std::ofstream f(path(), std::ios::binary | std::ios::trunc);
+            f.write(reinterpret_cast<const char*>(img.data()),
+                    static_cast<std::streamsize>(img.size()));
+        }
+        r = ShmArbiter::open(config());
+        ASSERT_FALSE(r.isOk());
+        EXPECT_NE(r.status().message().find("version " + std::to_string(version)),
+                  std::string::npos)
+            << r.status().message();
     }
-    r = ShmArbiter::open(config());
-    ASSERT_FALSE(r.isOk());
-    EXPECT_NE(r.status().message().find("version"), std::string::npos) << r.status().message();
 
     // Another user's file (only root can hand a file to another user).
     if (::geteuid() != 0) {
@@ -359,26 +341,45 @@ TEST_F(ShmTest, ForeignOtherVersionAndOtherOwnerSegmentsAreRejected) {
     EXPECT_NE(r.status().message().find("foreign"), std::string::npos) << r.status().message();
 }
 
-TEST_F(ShmTest, ValidationCatchesCorruptTables) {
-    std::vector<uint8_t> img(sizeof(ShmSegment), 0);
-    auto* s = reinterpret_cast<ShmSegment*>(img.data());
+TEST_F(ShmTest, ValidationCatchesCorruptTablesAndRepairFixesThem) {
+    std::vector<uint8_t> img(sizeof(ShmSegment) + 64, 0);
+    // Aligned as a mapping is (the segment holds atomics and a mutex).
+    auto* s = reinterpret_cast<ShmSegment*>(
+        img.data() + (64 - reinterpret_cast<uintptr_t>(img.data()) % 64) % 64);
     s->magic = kShmMagic;
     s->version = kShmVersion;
     s->layout_size = sizeof(ShmSegment);
     s->max_procs = kShmMaxProcs;
     s->max_flows = kShmMaxFlows;
     s->lease_ns = kNsPerMs;
-    s->holder = -1;
-    EXPECT_TRUE(validateSegmentHeader(img.data(), img.size()).isOk());
+    sched::TemporalCore::reset(s->fifo);
+    EXPECT_TRUE(validateSegmentHeader(s, sizeof(ShmSegment)).isOk());
     EXPECT_TRUE(validateSegmentTable(*s).isOk());
-    EXPECT_FALSE(validateSegmentHeader(img.data(), img.size() - 1).isOk());
-    s->holder = 3;  // not granted
-    EXPECT_FALSE(validateSegmentTable(*s).isOk());
-    s->flows[3].state = kShmFlowGranted;
+    EXPECT_FALSE(validateSegmentHeader(s, sizeof(ShmSegment) - 1).isOk());
+    s->slot_ns = -1;
+    EXPECT_FALSE(validateSegmentHeader(s, sizeof(ShmSegment)).isOk());
+    s->slot_ns = 0;
+    // A flow of process 0 holds the link: valid once process 0 is registered.
+    sched::TemporalCore f = segmentFifo(*s);
+    f.open(3);
+    f.join(3, 1);
+    f.decideFifo(1, 0);
     s->flows[3].proc = 0;
+    EXPECT_NE(validateSegmentTable(*s).message().find("no registered process"), std::string::npos);
+    s->procs[0].pid.store(1234);
     EXPECT_TRUE(validateSegmentTable(*s).isOk());
-    s->flows[4].state = 9;
+    s->fifo.holder = 4;  // not holding
     EXPECT_FALSE(validateSegmentTable(*s).isOk());
+    s->fifo.holder = 3;
+    s->entries[5].state = 9;
+    s->flows[5].proc = 70;
+    EXPECT_FALSE(validateSegmentTable(*s).isOk());
+    const uint64_t before = s->recoveries;
+    EXPECT_GT(repairSegmentTable(*s), 0u);
+    EXPECT_TRUE(validateSegmentTable(*s).isOk()) << validateSegmentTable(*s).message();
+    EXPECT_EQ(s->recoveries, before + 1);
+    EXPECT_EQ(s->sweep, 1u) << "the watchers look for dead processes next";
+    EXPECT_EQ(f.holder(), 3u) << "the valid holder is kept";
 }
 
 }  // namespace

@@ -1,0 +1,93 @@
+#include "plugin/wan/holding_gate.h"
+
+namespace atlas::plugin::wan {
+
+using Hold = sched::GrantHold;
+
+HoldingGate::HoldingGate(std::function<void()> waker, std::shared_ptr<const LinkRate> rate)
+    : waker_(std::move(waker)), rate_(std::move(rate)) {}
+
+bool HoldingGate::acquire(uint64_t queued_bytes, Nanos now_ns) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!arbitrated()) {
+        hold_.open();
+        publishLocked();
+        return true;
+    }
+    const Hold::Acquire a = hold_.acquire(now_ns);
+    if (a == Hold::Acquire::kHolds || a == Hold::Acquire::kResumed) {
+        if (stillHeld(now_ns)) {
+            if (a == Hold::Acquire::kResumed) {
+                resumed();
+            }
+            publishLocked();
+            return true;
+        }
+        hold_.reset();  // revoked meanwhile: nothing to give back, ask like a new request
+        hold_.acquire(now_ns);
+    } else if (a == Hold::Acquire::kGiveBack) {
+        giveBack(hold_.grantBytes(), now_ns);  // the drain outlived its slot
+    }
+    Nanos until = 0;
+    if (ask(queued_bytes, now_ns, &until)) {
+        hold_.onGrant(now_ns, until);
+    }
+    publishLocked();
+    return hold_.phase() == Hold::Phase::kGranted;
+}
+
+bool HoldingGate::holds(Nanos now_ns) const {
+    // Pairs with publishLocked(): a grant's phase is visible together with its slot end.
+    return now_ns < until_.load(std::memory_order_acquire);
+}
+
+void HoldingGate::release(uint64_t bytes, Nanos now_ns) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t bps = rate_ ? rate_->bitsPerSec(now_ns) : 0;
+    switch (hold_.release(bytes, now_ns, bps)) {
+        case Hold::Release::kNone:
+            wentIdle(now_ns);
+            break;
+        case Hold::Release::kHold:
+            drainArmed();  // the timer thread gives the grant back at hold_.dueNs()
+            break;
+        case Hold::Release::kGiveBack:
+            giveBack(hold_.grantBytes(), now_ns);
+            break;
+    }
+    publishLocked();
+}
+
+Nanos HoldingGate::finishDrain(Nanos now_ns) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (hold_.finishDrain(now_ns)) {
+        giveBack(hold_.grantBytes(), now_ns);
+        publishLocked();
+    }
+    return hold_.dueNs();
+}
+
+void HoldingGate::failOpen() {
+    bool wake = false;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        const Hold::Phase p = hold_.phase();
+        if (p == Hold::Phase::kWaiting || p == Hold::Phase::kGranted ||
+            p == Hold::Phase::kDraining) {
+            wake = p == Hold::Phase::kWaiting;
+            hold_.open();
+            publishLocked();
+        }
+    }
+    if (wake) {
+        waker_();
+    }
+}
+
+Hold::Granted HoldingGate::grantLocked(Nanos now_ns, Nanos until_ns) {
+    const Hold::Granted g = hold_.onGrant(now_ns, until_ns);
+    publishLocked();
+    return g;
+}
+
+}  // namespace atlas::plugin::wan
