@@ -63,7 +63,9 @@ Nanos TemporalPolicy::leaseEnd(const FlowRecord&, Nanos now_ns) {
 std::span<const Grant> TemporalPolicy::decide(Nanos now_ns) {
     // A decision never happens before the last event it has seen.
     now_ns = std::max(now_ns, last_ns_);
-    if (!dirty_ && core().nextDecisionNs(now_ns) > now_ns) {
+    const bool lease_over = link_.holder >= 0 && now_ns >= link_.lease_end_ns;
+    const bool idle_with_waiters = link_.holder < 0 && link_.waiting > 0;
+    if (!dirty_ && !lease_over && !idle_with_waiters) {
         return {grant_.data(), grant_count_};  // the lease holds and nothing changed
     }
     core().decide(

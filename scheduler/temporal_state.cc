@@ -101,13 +101,6 @@ bool TemporalCore::decideFifo(Nanos now_ns, Nanos slot_ns) {
         [slot_ns](uint32_t, Nanos now) { return slotLeaseEnd(now, slot_ns); });
 }
 
-Nanos TemporalCore::nextDecisionNs(Nanos now_ns) const {
-    if (holder() != kNone) {
-        return std::max(link_.lease_end_ns, now_ns);
-    }
-    return link_.waiting > 0 ? now_ns : kNever;
-}
-
 uint32_t TemporalCore::fifoHead() const {
     uint32_t best = kNone;
     for (uint32_t i = 0; i < entries_.size(); ++i) {

@@ -109,7 +109,12 @@ class TemporalCore {
 
     // Earliest time >= now at which decide() may change something without an event: now if
     // someone waits for a free link, the lease end while held, kNever when idle.
-    Nanos nextDecisionNs(Nanos now_ns) const;
+    Nanos nextDecisionNs(Nanos now_ns) const {  // inline: decide()'s fast path asks it
+        if (holder() != kNone) {
+            return link_.lease_end_ns > now_ns ? link_.lease_end_ns : now_ns;
+        }
+        return link_.waiting > 0 ? now_ns : kNever;
+    }
     // The waiting entry with the smallest sequence, kNone if nobody waits. O(entries).
     uint32_t fifoHead() const;
 

@@ -233,18 +233,31 @@ TEST_F(ShmWatcherTest, LivenessProbesRunOnTheWatcherOutsideTheLockNeverOnTheEngi
     ASSERT_FALSE(g->acquire(1, kT0)) << "the other process holds the link";
     probe_.markDead(424242);
     probe_.block();  // a /proc read that takes its time
-    std::thread watcher([&] { a.runWatcher(kT0 + 1); });
+    std::thread watcher;
+    std::future<bool> engine;
+    // However the test ends: the probe answers, the engine finishes, the watcher is joined.
+    struct Finally {
+        FakeProbe& probe;
+        std::thread& watcher;
+        ~Finally() {
+            probe.unblock();
+            if (watcher.joinable()) {
+                watcher.join();
+            }
+        }
+    } finally{probe_, watcher};
+    watcher = std::thread([&] { a.runWatcher(kT0 + 1); });
     const std::thread::id watcher_id = watcher.get_id();
     ASSERT_TRUE(probe_.waitEntered());
     // While the watcher waits on the probe, the engine path and the service path go on.
     std::thread::id engine_id;
-    auto engine = std::async(std::launch::async, [&] {
+    engine = std::async(std::launch::async, [&] {
         engine_id = std::this_thread::get_id();
         const bool got = other_gate->acquire(1, kT0 + 2);  // queues behind g
         other_gate->release(0, kT0 + 3);                   // and gives up its turn
         return got;
     });
-    ASSERT_EQ(engine.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+    ASSERT_EQ(engine.wait_for(std::chrono::seconds(5)), std::future_status::ready)
         << "the engine waited for a liveness probe: a lock is held across it";
     EXPECT_FALSE(engine.get());
     EXPECT_EQ(a.snapshot().holder_pid, 424242) << "not revoked yet: the probe has not answered";
