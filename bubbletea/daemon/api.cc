@@ -117,58 +117,159 @@ std::optional<ApiError> parseKvParams(const json& v, KvTransferParams* out) {
     return std::nullopt;
 }
 
-std::optional<ApiError> parsePrompt(const json& v, const ModelLimits& limits,
-                                    std::vector<int32_t>* out) {
-    if (v.is_string()) {
-        return badRequest(
-            "text prompts are not supported: this model has no tokenizer; send "
-            "the prompt as a list of token ids",
-            "prompt", "unsupported_prompt");
-    }
-    if (!v.is_array()) {
-        return badRequest(std::string("prompt must be a list of token ids, not ") + typeName(v),
-                          "prompt", "invalid_type");
-    }
-    if (v.empty()) {
-        return badRequest("prompt must not be empty", "prompt");
-    }
-    if (v.front().is_array() || v.front().is_string()) {
-        return badRequest(
-            "batched prompts (a list of prompts) are not supported; send one "
-            "request per prompt",
-            "prompt", "unsupported_prompt");
-    }
-    if (static_cast<int64_t>(v.size()) > limits.max_prompt_tokens) {
-        ApiError e;
-        e.status = 413;
-        e.message = "prompt has " + std::to_string(v.size()) + " tokens, more than the " +
-                    std::to_string(limits.max_prompt_tokens) + " this server accepts";
-        e.param = "prompt";
-        e.code = "context_length_exceeded";
-        e.reason = "prompt_too_long";
-        return e;
-    }
+ApiError tooLong(size_t tokens, int64_t limit) {
+    ApiError e;
+    e.status = 413;
+    e.message = "prompt has " + std::to_string(tokens) + " tokens, more than the " +
+                std::to_string(limit) + " this server accepts";
+    e.param = "prompt";
+    e.code = "context_length_exceeded";
+    e.reason = "prompt_too_long";
+    return e;
+}
+
+ApiError noTokenizer(const std::string& what) {
+    ApiError e = badRequest(what +
+                                " needs a tokenizer, and this server has none: start it with "
+                                "--tokenizer FILE or a --model-dir holding tokenizer.json",
+                            "prompt", "no_tokenizer");
+    e.reason = "no_tokenizer";
+    return e;
+}
+
+// Token ids of a list, each in [0, vocab); `param` names the field in errors.
+std::optional<ApiError> parseIds(const json& v, int64_t vocab_size, const std::string& param,
+                                 std::vector<int32_t>* out) {
     out->reserve(v.size());
     for (size_t i = 0; i < v.size(); ++i) {
         const json& t = v[i];
         if (!t.is_number_integer()) {
-            return badRequest(
-                "prompt[" + std::to_string(i) + "] must be an integer token id, not " + typeName(t),
-                "prompt", "invalid_type");
+            return badRequest(param + "[" + std::to_string(i) +
+                                  "] must be an integer token id, not " + typeName(t),
+                              param, "invalid_type");
         }
         const int64_t id =
             t.is_number_unsigned()
                 ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
                 : t.get<int64_t>();
-        if (id < 0 || id >= limits.vocab_size) {
-            return badRequest("prompt[" + std::to_string(i) + "]: token id " + std::to_string(id) +
-                                  " is outside the vocabulary [0, " +
-                                  std::to_string(limits.vocab_size) + ")",
-                              "prompt");
+        if (id < 0 || id >= vocab_size) {
+            return badRequest(param + "[" + std::to_string(i) + "]: token id " +
+                                  std::to_string(id) + " is outside the vocabulary [0, " +
+                                  std::to_string(vocab_size) + ")",
+                              param);
         }
         out->push_back(static_cast<int32_t>(id));
     }
     return std::nullopt;
+}
+
+std::optional<ApiError> tokenizeText(const std::string& text, bool add_special_tokens,
+                                     const ModelLimits& limits, std::vector<int32_t>* out) {
+    if (limits.tokenizer == nullptr) {
+        return noTokenizer("a text prompt");
+    }
+    auto ids = limits.tokenizer->encode(text, add_special_tokens);
+    if (!ids.isOk()) {
+        return badRequest("prompt: " + ids.status().message(), "prompt");
+    }
+    *out = std::move(ids.value());
+    return std::nullopt;
+}
+
+// add_special_tokens: a boolean, default true (vLLM's completions and /tokenize).
+std::optional<ApiError> addSpecialTokens(const json& doc, bool* out) {
+    *out = true;
+    const auto it = doc.find("add_special_tokens");
+    if (it == doc.end() || it->is_null()) {
+        return std::nullopt;
+    }
+    if (!it->is_boolean()) {
+        return badRequest("add_special_tokens must be a boolean", "add_special_tokens",
+                          "invalid_type");
+    }
+    *out = it->get<bool>();
+    return std::nullopt;
+}
+
+std::optional<ApiError> parsePrompt(const json& v, bool add_special_tokens,
+                                    const ModelLimits& limits, CompletionRequest* req) {
+    std::vector<int32_t>* out = &req->prompt;
+    const json* p = &v;
+    // OpenAI's batch forms with a single prompt: ["text"] and [[ids]].
+    if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
+        if (p->size() > 1) {
+            return badRequest("batched prompts (" + std::to_string(p->size()) +
+                                  " prompts) are not supported; send one request per prompt",
+                              "prompt", "unsupported_prompt");
+        }
+        p = &p->front();
+    }
+    if (p->is_string()) {
+        req->text_prompt = true;
+        if (auto err = tokenizeText(p->get<std::string>(), add_special_tokens, limits, out)) {
+            return err;
+        }
+        if (out->empty()) {
+            return badRequest("prompt encodes to no tokens", "prompt");
+        }
+        if (static_cast<int64_t>(out->size()) > limits.max_prompt_tokens) {
+            return tooLong(out->size(), limits.max_prompt_tokens);
+        }
+        return std::nullopt;
+    }
+    if (!p->is_array()) {
+        return badRequest(
+            std::string("prompt must be a string or a list of token ids, not ") + typeName(*p),
+            "prompt", "invalid_type");
+    }
+    if (p->empty()) {
+        return badRequest("prompt must not be empty", "prompt");
+    }
+    if (static_cast<int64_t>(p->size()) > limits.max_prompt_tokens) {
+        return tooLong(p->size(), limits.max_prompt_tokens);
+    }
+    return parseIds(*p, limits.vocab_size, "prompt", out);
+}
+
+// The body as a JSON object, refusing deep nesting before parsing.
+std::variant<json, ApiError> parseBody(std::string_view body) {
+    if (jsonDepth(body, kMaxJsonDepth) < 0) {
+        return badRequest(
+            "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
+            "invalid_json");
+    }
+    json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) {
+        return badRequest("request body is not valid JSON", "", "invalid_json");
+    }
+    if (!doc.is_object()) {
+        return badRequest(std::string("request body must be a JSON object, not ") + typeName(doc),
+                          "", "invalid_json");
+    }
+    return doc;
+}
+
+// "model": required (completions) or optional (vLLM's /tokenize, /detokenize); when given
+// it must be a served name.
+std::optional<ApiError> checkModel(const json& doc, const ModelLimits& limits, bool required,
+                                   std::string* model) {
+    const auto it = doc.find("model");
+    if (it == doc.end() || it->is_null()) {
+        if (required) {
+            return badRequest("model is required", "model", "missing_field");
+        }
+        return std::nullopt;
+    }
+    if (!it->is_string()) {
+        return badRequest("model must be a string", "model", "invalid_type");
+    }
+    *model = it->get<std::string>();
+    for (const auto& name : limits.model_names) {
+        if (name == *model) {
+            return std::nullopt;
+        }
+    }
+    return notFoundModel(*model, limits.model_names.empty() ? "" : limits.model_names[0]);
 }
 
 }  // namespace
@@ -197,35 +298,14 @@ int64_t retryAfterSeconds(Nanos ns) {
 
 std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_view body,
                                                                  const ModelLimits& limits) {
-    if (jsonDepth(body, kMaxJsonDepth) < 0) {
-        return badRequest(
-            "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
-            "invalid_json");
+    auto parsed = parseBody(body);
+    if (std::holds_alternative<ApiError>(parsed)) {
+        return std::get<ApiError>(parsed);
     }
-    const json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded()) {
-        return badRequest("request body is not valid JSON", "", "invalid_json");
-    }
-    if (!doc.is_object()) {
-        return badRequest(std::string("request body must be a JSON object, not ") + typeName(doc),
-                          "", "invalid_json");
-    }
+    const json& doc = std::get<json>(parsed);
     CompletionRequest req;
-
-    const auto model = doc.find("model");
-    if (model == doc.end() || model->is_null()) {
-        return badRequest("model is required", "model", "missing_field");
-    }
-    if (!model->is_string()) {
-        return badRequest("model must be a string", "model", "invalid_type");
-    }
-    req.model = model->get<std::string>();
-    bool known = false;
-    for (const auto& name : limits.model_names) {
-        known = known || name == req.model;
-    }
-    if (!known) {
-        return notFoundModel(req.model, limits.model_names.empty() ? "" : limits.model_names[0]);
+    if (auto err = checkModel(doc, limits, /*required=*/true, &req.model)) {
+        return *err;
     }
 
     const auto max_tokens = doc.find("max_tokens");
@@ -293,14 +373,116 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
         }
     }
 
+    bool add_special = true;
+    if (auto err = addSpecialTokens(doc, &add_special)) {
+        return *err;
+    }
     const auto prompt = doc.find("prompt");
     if (prompt == doc.end() || prompt->is_null()) {
         return badRequest("prompt is required", "prompt", "missing_field");
     }
-    if (auto err = parsePrompt(*prompt, limits, &req.prompt)) {
+    if (auto err = parsePrompt(*prompt, add_special, limits, &req)) {
         return *err;
     }
     return req;
+}
+
+std::variant<TokenizeResult, ApiError> parseTokenizeRequest(std::string_view body,
+                                                            const ModelLimits& limits) {
+    auto parsed = parseBody(body);
+    if (std::holds_alternative<ApiError>(parsed)) {
+        return std::get<ApiError>(parsed);
+    }
+    const json& doc = std::get<json>(parsed);
+    std::string model;
+    if (auto err = checkModel(doc, limits, /*required=*/false, &model)) {
+        return *err;
+    }
+    if (doc.contains("messages")) {
+        return badRequest(
+            "chat messages are not supported: this server has no chat template; "
+            "send the rendered prompt as \"prompt\"",
+            "messages", "unsupported_value");
+    }
+    bool add_special = true;
+    if (auto err = addSpecialTokens(doc, &add_special)) {
+        return *err;
+    }
+    TokenizeResult out;
+    if (const auto it = doc.find("return_token_strs"); it != doc.end() && !it->is_null()) {
+        if (!it->is_boolean()) {
+            return badRequest("return_token_strs must be a boolean", "return_token_strs",
+                              "invalid_type");
+        }
+        out.return_token_strs = it->get<bool>();
+    }
+    const auto prompt = doc.find("prompt");
+    if (prompt == doc.end() || prompt->is_null()) {
+        return badRequest("prompt is required", "prompt", "missing_field");
+    }
+    if (!prompt->is_string()) {
+        return badRequest(std::string("prompt must be a string, not ") + typeName(*prompt),
+                          "prompt", "invalid_type");
+    }
+    if (auto err = tokenizeText(prompt->get<std::string>(), add_special, limits, &out.tokens)) {
+        return *err;
+    }
+    return out;
+}
+
+std::string tokenizeJson(const TokenizeResult& r, const ModelLimits& limits) {
+    json out = {{"count", r.tokens.size()},
+                {"max_model_len", limits.max_model_len},
+                {"tokens", r.tokens},
+                {"token_strs", nullptr}};
+    if (r.return_token_strs && limits.tokenizer != nullptr) {
+        json strs = json::array();
+        for (int32_t id : r.tokens) {
+            strs.push_back(limits.tokenizer->tokenString(id).value_or(""));
+        }
+        out["token_strs"] = std::move(strs);
+    }
+    return dumpJson(out);
+}
+
+std::variant<std::string, ApiError> parseDetokenizeRequest(std::string_view body,
+                                                           const ModelLimits& limits) {
+    auto parsed = parseBody(body);
+    if (std::holds_alternative<ApiError>(parsed)) {
+        return std::get<ApiError>(parsed);
+    }
+    const json& doc = std::get<json>(parsed);
+    std::string model;
+    if (auto err = checkModel(doc, limits, /*required=*/false, &model)) {
+        return *err;
+    }
+    const auto tokens = doc.find("tokens");
+    if (tokens == doc.end() || tokens->is_null()) {
+        return badRequest("tokens is required", "tokens", "missing_field");
+    }
+    if (!tokens->is_array()) {
+        return badRequest(
+            std::string("tokens must be a list of token ids, not ") + typeName(*tokens), "tokens",
+            "invalid_type");
+    }
+    if (limits.tokenizer == nullptr) {
+        ApiError e = noTokenizer("/detokenize");
+        e.param = "tokens";
+        return e;
+    }
+    std::vector<int32_t> ids;
+    if (auto err = parseIds(*tokens, limits.tokenizer->vocabSize(), "tokens", &ids)) {
+        return *err;
+    }
+    auto text = limits.tokenizer->decode(ids, /*skip_special_tokens=*/false);
+    if (!text.isOk()) {
+        return badRequest("tokens: " + text.status().message(), "tokens");
+    }
+    return std::move(text.value());
+}
+
+std::string detokenizeJson(const std::string& text) {
+    return dumpJson(json{{"prompt", text}});
 }
 
 RouteMatch classifyRoute(std::string_view method, std::string_view target) {
@@ -318,6 +500,10 @@ RouteMatch classifyRoute(std::string_view method, std::string_view target) {
     constexpr std::string_view kKvPrefix = "/v1/kv/";
     if (path == "/v1/completions") {
         only("POST", Route::kCompletions);
+    } else if (path == "/tokenize" || path == "/v1/tokenize") {
+        only("POST", Route::kTokenize);
+    } else if (path == "/detokenize" || path == "/v1/detokenize") {
+        only("POST", Route::kDetokenize);
     } else if (path == "/v1/models") {
         only("GET", Route::kModels);
     } else if (path == "/healthz" || path == "/health") {

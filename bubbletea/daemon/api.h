@@ -4,6 +4,8 @@
 //
 // The accepted subset of the OpenAI completions API is what disaggregated-prefill proxies
 // (vLLM's toy_proxy_server, llm-d) send to a prefill server; docs/bubbletea.md lists it.
+// Text prompts are tokenized here, with the served model's tokenizer (ModelLimits), as are
+// vLLM's POST /tokenize and /detokenize bodies.
 // Unknown fields are ignored (proxies forward sampling parameters that do not matter for a
 // single greedy prefill token).
 //
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "atlas/common/clock.h"
+#include "bubbletea/tokenizer/tokenizer.h"
 
 namespace atlas::bubbletea {
 
@@ -50,7 +53,8 @@ struct KvTransferParams {
 
 struct CompletionRequest {
     std::string model;
-    std::vector<int32_t> prompt;
+    std::vector<int32_t> prompt;  // the ids to prefill (a text prompt tokenized)
+    bool text_prompt = false;
     std::optional<double> ttft_deadline_ms;  // Atlas extension
     KvTransferParams kv;
     std::string request_id;  // from the body's "request_id" if present, else ""
@@ -61,18 +65,47 @@ struct ModelLimits {
     std::vector<std::string> model_names;  // accepted "model" values (first is canonical)
     int64_t vocab_size = 0;
     int64_t max_prompt_tokens = 0;  // min(model context, --max-prompt-tokens)
+    int64_t max_model_len = 0;      // the model's context (/tokenize reports it)
+    // The served model's tokenizer (nullptr: text prompts and /tokenize are refused). Not
+    // owned; it outlives every request.
+    const Tokenizer* tokenizer = nullptr;
 };
 
-// Parses and validates a /v1/completions body. On failure the error names the field:
-//   400 malformed JSON, wrong types, stream=true, max_tokens != 1, n != 1, text or batched
-//       prompts (no tokenizer), token ids outside the vocabulary, bad deadline or
-//       kv_transfer_params;
+// Parses and validates a /v1/completions body. `prompt` is a string (tokenized, with the
+// post-processor's special tokens unless add_special_tokens is false: vLLM's default for
+// completions), a list of token ids, or a one-element list of either (OpenAI's batch form).
+// On failure the error names the field:
+//   400 malformed JSON, wrong types, stream=true, max_tokens != 1, n != 1, text prompts
+//       without a tokenizer, batches of more than one prompt, empty prompts, token ids
+//       outside the vocabulary, bad deadline or kv_transfer_params;
 //   404 unknown model; 413 prompt longer than max_prompt_tokens.
 std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_view body,
                                                                  const ModelLimits& limits);
 
+// POST /tokenize (vLLM's TokenizeCompletionRequest): {model?, prompt, add_special_tokens
+// (default true), return_token_strs (default false)}. The chat form ({messages}) is refused:
+// there is no chat template. The prompt is not limited to the context (the count is the
+// answer). Errors: 400 (400 no_tokenizer without one), 404 unknown model.
+struct TokenizeResult {
+    std::vector<int32_t> tokens;
+    bool return_token_strs = false;
+};
+std::variant<TokenizeResult, ApiError> parseTokenizeRequest(std::string_view body,
+                                                            const ModelLimits& limits);
+// {"count", "max_model_len", "tokens", "token_strs"} (token_strs null unless asked for).
+std::string tokenizeJson(const TokenizeResult& result, const ModelLimits& limits);
+
+// POST /detokenize (vLLM's DetokenizeRequest): {model?, tokens} -> the decoded text. Errors:
+// 400 ids outside the vocabulary (naming the index), no tokenizer; 404 unknown model.
+std::variant<std::string, ApiError> parseDetokenizeRequest(std::string_view body,
+                                                           const ModelLimits& limits);
+// {"prompt": text}
+std::string detokenizeJson(const std::string& text);
+
 enum class Route {
     kCompletions,  // POST /v1/completions
+    kTokenize,     // POST /tokenize (also /v1/tokenize)
+    kDetokenize,   // POST /detokenize (also /v1/detokenize)
     kModels,       // GET /v1/models
     kHealth,       // GET /healthz
     kMetrics,      // GET /metrics

@@ -300,6 +300,10 @@ const std::vector<Flag>& flags() {
          "random weights of a shape preset instead of --model-dir (tiny, small, llama-3.2-1b, "
          "llama-3.2-3b, llama-3-8b, llama-3.1-8b, llama-2-7b)",
          stringSetter(&DaemonConfig::random_weights), nullptr},
+        {"tokenizer", "FILE",
+         "Hugging Face tokenizer.json for text prompts and /tokenize (default: the model "
+         "dir's tokenizer.json, if any); with --random-weights it sets the vocabulary size",
+         stringSetter(&DaemonConfig::tokenizer), nullptr},
         {"random-dtype", "DTYPE", "weight dtype of --random-weights: f32 | bf16 | f16",
          setRandomDtype,
          [](const DaemonConfig& c) { return std::string(dtypeName(c.random_dtype)); }},

@@ -42,6 +42,7 @@ struct DaemonConfig {
     // Model and engine
     std::string model_dir;       // Hugging Face directory (config.json + safetensors)
     std::string random_weights;  // or a shape preset with random weights
+    std::string tokenizer;       // tokenizer.json; default <model_dir>/tokenizer.json if present
     DType random_dtype = DType::kBF16;
     uint64_t seed = 1;
     std::string model_name;  // served name; default: model dir basename / random shape

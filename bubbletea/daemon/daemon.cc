@@ -19,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include "channel/channel_name.h"
 #include "bubbletea/daemon/api.h"
 #include "bubbletea/daemon/engine_profile.h"
 #include "bubbletea/daemon/http_client.h"
@@ -30,6 +29,7 @@
 #include "bubbletea/daemon/worker.h"
 #include "bubbletea/engine/engine.h"
 #include "bubbletea/engine/weights.h"
+#include "channel/channel_name.h"
 
 namespace atlas::bubbletea {
 
@@ -89,8 +89,39 @@ int64_t unixNow() {
 
 }  // namespace
 
+namespace {
+
+Status checkVocab(const ModelConfig& mc, int64_t tokenizer_vocab, const std::string& what) {
+    if (tokenizer_vocab > mc.vocab_size) {
+        return Status{Code::kInvalidArgument,
+                      what + " has a vocabulary of " + std::to_string(mc.vocab_size) +
+                          " but its tokenizer produces ids up to " +
+                          std::to_string(tokenizer_vocab - 1) +
+                          ": the tokenizer does not belong to this model (give the matching "
+                          "--tokenizer)"};
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Tokenizer>> loadTokenizerFromConfig(const DaemonConfig& config) {
+    if (!config.tokenizer.empty()) {
+        return Tokenizer::fromFile(config.tokenizer);
+    }
+    if (!config.model_dir.empty()) {
+        auto t = Tokenizer::fromModelDir(config.model_dir);
+        if (!t.isOk() && t.status().code() == Code::kUnavailable) {
+            return std::shared_ptr<const Tokenizer>();
+        }
+        return t;
+    }
+    return std::shared_ptr<const Tokenizer>();
+}
+
 Result<std::unique_ptr<Engine>> makeEngineFromConfig(const DaemonConfig& config,
-                                                     std::string* model_name) {
+                                                     std::string* model_name,
+                                                     int64_t tokenizer_vocab) {
     std::string default_name;
     if (!config.model_dir.empty()) {
         std::filesystem::path p(config.model_dir);
@@ -118,12 +149,16 @@ Result<std::unique_ptr<Engine>> makeEngineFromConfig(const DaemonConfig& config,
                 return parsed.status();
             }
             mc = parsed.value();
+            ATLAS_RETURN_IF_ERROR(checkVocab(mc, tokenizer_vocab, path.string()));
         } else {
             auto preset = shapePreset(default_name);
             if (!preset.isOk()) {
                 return preset.status();
             }
             mc = preset.value();
+            if (tokenizer_vocab > 0) {
+                mc.vocab_size = tokenizer_vocab;
+            }
         }
         return makeNullEngine(mc);
     }
@@ -131,12 +166,26 @@ Result<std::unique_ptr<Engine>> makeEngineFromConfig(const DaemonConfig& config,
     const int threads = config.engine_threads > 0
                             ? config.engine_threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    Result<std::shared_ptr<const Weights>> weights =
-        config.model_dir.empty()
-            ? makeRandomWeights(config.random_weights, config.random_dtype, config.seed, threads)
-            : loadModelDir(config.model_dir);
+    Result<std::shared_ptr<const Weights>> weights = Status{Code::kInternal, "no weights"};
+    if (!config.model_dir.empty()) {
+        weights = loadModelDir(config.model_dir);
+    } else if (tokenizer_vocab > 0) {
+        auto shape = shapePreset(config.random_weights);
+        if (!shape.isOk()) {
+            return shape.status();
+        }
+        shape.value().vocab_size = tokenizer_vocab;
+        weights = makeRandomWeights(shape.value(), config.random_dtype, config.seed, threads);
+    } else {
+        weights =
+            makeRandomWeights(config.random_weights, config.random_dtype, config.seed, threads);
+    }
     if (!weights.isOk()) {
         return weights.status();
+    }
+    if (!config.model_dir.empty()) {
+        ATLAS_RETURN_IF_ERROR(checkVocab(weights.value()->config(), tokenizer_vocab,
+                                         "the checkpoint in " + config.model_dir));
     }
     if (config.engine == EngineKind::kCuda) {
         return makeCudaEngine(weights.value(), config.cuda_device, config.cuda_low_priority);
@@ -153,6 +202,7 @@ struct Daemon::Impl final : HttpHandler {
     std::string id_prefix;
     std::atomic<uint64_t> next_id{1};
     ModelLimits limits;
+    std::shared_ptr<const Tokenizer> tokenizer;  // limits.tokenizer points into it
     CostCoefficients initial_cost;
     std::optional<HttpUrl> fallback;
     std::string decode_host;
@@ -175,6 +225,8 @@ struct Daemon::Impl final : HttpHandler {
 
     void handle(HttpRequest request, Responder respond) override;
     void handleCompletion(HttpRequest& request, Responder respond);
+    void handleTokenize(const HttpRequest& request, const Responder& respond);
+    void handleDetokenize(const HttpRequest& request, const Responder& respond);
     void handleHealth(const Responder& respond);
     void reject(const ApiError& e, const Responder& respond) {
         metrics.countRejection(e.reason.empty() ? "error" : e.reason);
@@ -190,6 +242,12 @@ void Daemon::Impl::handle(HttpRequest request, Responder respond) {
     switch (route.route) {
         case Route::kCompletions:
             handleCompletion(request, std::move(respond));
+            return;
+        case Route::kTokenize:
+            handleTokenize(request, respond);
+            return;
+        case Route::kDetokenize:
+            handleDetokenize(request, respond);
             return;
         case Route::kModels: {
             HttpResponse r;
@@ -252,12 +310,37 @@ void Daemon::Impl::handle(HttpRequest request, Responder respond) {
     }
 }
 
+// Tokenizing runs on the HTTP thread: it takes microseconds per KB of text (tokenizer_bench)
+// and a body is at most --body-limit-bytes.
+void Daemon::Impl::handleTokenize(const HttpRequest& request, const Responder& respond) {
+    auto parsed = parseTokenizeRequest(request.body, limits);
+    if (std::holds_alternative<ApiError>(parsed)) {
+        reject(std::get<ApiError>(parsed), respond);
+        return;
+    }
+    HttpResponse r;
+    r.body = tokenizeJson(std::get<TokenizeResult>(parsed), limits);
+    respond(std::move(r));
+}
+
+void Daemon::Impl::handleDetokenize(const HttpRequest& request, const Responder& respond) {
+    auto parsed = parseDetokenizeRequest(request.body, limits);
+    if (std::holds_alternative<ApiError>(parsed)) {
+        reject(std::get<ApiError>(parsed), respond);
+        return;
+    }
+    HttpResponse r;
+    r.body = detokenizeJson(std::get<std::string>(parsed));
+    respond(std::move(r));
+}
+
 void Daemon::Impl::handleHealth(const Responder& respond) {
     const SchedulerGauges g = worker->gauges();
     json j = {{"status", draining ? "draining" : "ok"},
               {"model", model_name},
               {"engine", engine_name},
               {"engine_id", engine_id},
+              {"tokenizer", tokenizer ? json(tokenizer->describe()) : json(nullptr)},
               {"windows", worker->windowNote()},
               {"windows_withdrawn", g.windows_withdrawn},
               {"queue_depth", g.queue_depth},
@@ -432,7 +515,16 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config, Logge
             parseHostPort(config.decode_url, &impl->decode_host, &impl->decode_port));
     }
 
-    auto engine = makeEngineFromConfig(config, &impl->model_name);
+    auto tokenizer = loadTokenizerFromConfig(config);
+    if (!tokenizer.isOk()) {
+        return tokenizer.status();
+    }
+    impl->tokenizer = tokenizer.value();
+    if (impl->tokenizer) {
+        ATLAS_LOG_INFO(logger, "bubbletea: tokenizer %s", impl->tokenizer->describe().c_str());
+    }
+    auto engine = makeEngineFromConfig(config, &impl->model_name,
+                                       impl->tokenizer ? impl->tokenizer->vocabSize() : 0);
     if (!engine.isOk()) {
         return engine.status();
     }
@@ -440,6 +532,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config, Logge
     const ModelConfig& mc = engine.value()->config();
     impl->limits.model_names = {impl->model_name};
     impl->limits.vocab_size = mc.vocab_size;
+    impl->limits.max_model_len = mc.max_position_embeddings;
+    impl->limits.tokenizer = impl->tokenizer.get();
     impl->limits.max_prompt_tokens =
         config.max_prompt_tokens > 0
             ? std::min<int64_t>(config.max_prompt_tokens, mc.max_position_embeddings)

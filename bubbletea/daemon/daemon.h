@@ -19,6 +19,7 @@
 #include "bubbletea/daemon/config.h"
 #include "bubbletea/daemon/cost_model.h"
 #include "bubbletea/daemon/metrics.h"
+#include "bubbletea/tokenizer/tokenizer.h"
 
 namespace atlas::bubbletea {
 
@@ -56,8 +57,16 @@ class Daemon {
 
 // Builds the engine `config` asks for (used by the daemon and by tests that compare against
 // a direct engine run). `threads` for the cpu engine: 0 = hardware concurrency.
+// `tokenizer_vocab` > 0 (a tokenizer is served): --random-weights shapes take that
+// vocabulary size; a checkpoint whose vocabulary is smaller (ids its embedding cannot hold)
+// is refused. A larger one is fine: checkpoints pad their embedding tables.
 class Engine;
 Result<std::unique_ptr<Engine>> makeEngineFromConfig(const DaemonConfig& config,
-                                                     std::string* model_name);
+                                                     std::string* model_name,
+                                                     int64_t tokenizer_vocab = 0);
+
+// The tokenizer `config` serves: --tokenizer FILE, else <model-dir>/tokenizer.json when it
+// exists, else none (nullptr). A file that is there but unusable is an error.
+Result<std::shared_ptr<const Tokenizer>> loadTokenizerFromConfig(const DaemonConfig& config);
 
 }  // namespace atlas::bubbletea

@@ -437,6 +437,9 @@ void Worker::finish(std::unique_ptr<JobState> js, int32_t first_token) {
     params["remote_engine_id"] = config_.engine_id;
     params["remote_request_id"] = job.completion_id;
     params["remote_block_ids"] = nullptr;
+    // vLLM's NIXL connector sends its tensor-parallel size; the KV here is one unsharded
+    // cache (kv_layout), which is tp_size 1.
+    params["tp_size"] = 1;
     params["kv_layout"] = layoutJson(layout);
 
     if (job.kv_mode == KvMode::kStore) {

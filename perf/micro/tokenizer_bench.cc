@@ -82,8 +82,8 @@ const Tokenizer& tokenizer() {
 const std::string& docsText() {
     static const std::string text = [] {
         std::vector<std::filesystem::path> files;
-        for (const auto& e : std::filesystem::directory_iterator(std::string(ATLAS_SOURCE_DIR) +
-                                                                 "/docs")) {
+        for (const auto& e :
+             std::filesystem::directory_iterator(std::string(ATLAS_SOURCE_DIR) + "/docs")) {
             if (e.path().extension() == ".md") {
                 files.push_back(e.path());
             }
