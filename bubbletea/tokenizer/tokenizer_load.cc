@@ -4,31 +4,35 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "bubbletea/tokenizer/pipeline.h"
+#include "bubbletea/tokenizer/loader.h"
 #include "bubbletea/tokenizer/tokenizer.h"
 
 namespace atlas::bubbletea {
+namespace tok {
+
+const char* const kSentencePieceHint =
+    ": SentencePiece-style tokenizers (Metaspace / ByteFallback, as Llama 2 and Mistral "
+    "use) are not supported; bubbletea's tokenizer takes byte-level BPE (Llama 3, Qwen, "
+    "GPT-2). Send token ids instead";
+
+}  // namespace tok
+
 namespace {
 
-using json = nlohmann::json;
-using tok::NormalizerStep;
+using tok::json;
+using tok::kMaxId;
+using tok::kSentencePieceHint;
+using tok::Loader;
 using tok::PreTokenizerStep;
 
 constexpr size_t kMaxFileBytes = size_t{64} << 20;
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxValues = size_t{16} << 20;
 constexpr size_t kMaxStringBytes = size_t{4} << 20;
-constexpr int64_t kMaxId = (int64_t{1} << 24) - 1;
 // Ids may leave gaps, but not so many that the per-id tables grow far past the token count.
 constexpr int64_t kMaxIdGap = 65536;
 constexpr size_t kMaxAddedTokens = 65536;
 constexpr size_t kMaxAddedTokenBytes = 4096;
-constexpr size_t kMaxPipelineSteps = 64;
-
-const char* const kSentencePieceHint =
-    ": SentencePiece-style tokenizers (Metaspace / ByteFallback, as Llama 2 and Mistral "
-    "use) are not supported; bubbletea's tokenizer takes byte-level BPE (Llama 3, Qwen, "
-    "GPT-2). Send token ids instead";
 
 // Refuses documents that would cost too much to hold as a DOM, before building one.
 class BoundsCheck final : public nlohmann::json_sax<json> {
@@ -83,380 +87,10 @@ class BoundsCheck final : public nlohmann::json_sax<json> {
     size_t values_ = 0;
 };
 
-struct Loader {
-    std::string source;
+}  // namespace
 
-    Status fail(const std::string& where, const std::string& why) const {
-        return {Code::kInvalidArgument, source + ": " + where + ": " + why};
-    }
-
-    // Optional typed fields: absent and null read as the default.
-    Result<bool> flag(const json& obj, const char* key, const std::string& where, bool dflt) const {
-        const auto it = obj.find(key);
-        if (it == obj.end() || it->is_null()) {
-            return dflt;
-        }
-        if (!it->is_boolean()) {
-            return fail(where + "." + key, "must be a boolean");
-        }
-        return it->get<bool>();
-    }
-    Result<std::string> str(const json& obj, const char* key, const std::string& where) const {
-        const auto it = obj.find(key);
-        if (it == obj.end() || !it->is_string()) {
-            return fail(where + "." + key, "must be a string");
-        }
-        return it->get<std::string>();
-    }
-    Result<std::string> typeOf(const json& obj, const std::string& where) const {
-        if (!obj.is_object()) {
-            return fail(where, "must be an object");
-        }
-        return str(obj, "type", where);
-    }
-
-    // A {"Regex": ...} or {"String": ...} pattern.
-    Result<std::shared_ptr<const tok::Regex>> pattern(const json& obj,
-                                                      const std::string& where) const {
-        const auto it = obj.find("pattern");
-        if (it == obj.end() || !it->is_object()) {
-            return fail(where + ".pattern", "must be {\"Regex\": ...} or {\"String\": ...}");
-        }
-        const bool literal = it->contains("String");
-        const auto p = literal ? it->find("String") : it->find("Regex");
-        if (p == it->end() || !p->is_string()) {
-            return fail(where + ".pattern", "must be {\"Regex\": ...} or {\"String\": ...}");
-        }
-        auto re = tok::Regex::compile(p->get<std::string>(), literal);
-        if (!re.isOk()) {
-            return fail(where + ".pattern", re.status().message());
-        }
-        return re.value();
-    }
-
-    Status normalizer(const json& n, const std::string& where, int depth,
-                      std::vector<NormalizerStep>* out) const {
-        if (n.is_null()) {
-            return Status::ok();
-        }
-        auto type = typeOf(n, where);
-        if (!type.isOk()) {
-            return type.status();
-        }
-        const std::string& t = type.value();
-        if (out->size() >= kMaxPipelineSteps || depth > 4) {
-            return fail(where, "too many normalizer steps");
-        }
-        NormalizerStep step;
-        if (t == "Sequence") {
-            const auto it = n.find("normalizers");
-            if (it == n.end() || !it->is_array()) {
-                return fail(where + ".normalizers", "must be a list");
-            }
-            for (size_t i = 0; i < it->size(); ++i) {
-                ATLAS_RETURN_IF_ERROR(normalizer(
-                    (*it)[i], where + ".normalizers[" + std::to_string(i) + "]", depth + 1, out));
-            }
-            return Status::ok();
-        }
-        if (t == "NFC" || t == "NFD" || t == "NFKC" || t == "NFKD") {
-            step.kind = NormalizerStep::Kind::kUnicode;
-            step.form = t == "NFC"    ? tok::NormalForm::kNfc
-                        : t == "NFD"  ? tok::NormalForm::kNfd
-                        : t == "NFKC" ? tok::NormalForm::kNfkc
-                                      : tok::NormalForm::kNfkd;
-        } else if (t == "Lowercase") {
-            step.kind = NormalizerStep::Kind::kLowercase;
-        } else if (t == "Replace") {
-            step.kind = NormalizerStep::Kind::kReplace;
-            auto re = pattern(n, where);
-            if (!re.isOk()) {
-                return re.status();
-            }
-            step.pattern = re.value();
-            auto content = str(n, "content", where);
-            if (!content.isOk()) {
-                return content.status();
-            }
-            step.content = content.value();
-        } else if (t == "Prepend") {
-            step.kind = NormalizerStep::Kind::kPrepend;
-            auto content = str(n, "prepend", where);
-            if (!content.isOk()) {
-                return content.status();
-            }
-            step.content = content.value();
-        } else if (t == "Precompiled") {
-            return fail(where, "normalizer type Precompiled is not supported" +
-                                   std::string(kSentencePieceHint));
-        } else {
-            return fail(where, "normalizer type '" + t +
-                                   "' is not supported (supported: NFC, NFD, NFKC, NFKD, "
-                                   "Lowercase, Replace, Prepend, Sequence)");
-        }
-        if (step.kind == NormalizerStep::Kind::kReplace ||
-            step.kind == NormalizerStep::Kind::kPrepend) {
-            if (tok::firstInvalidUtf8(step.content) != step.content.size()) {
-                return fail(where, "content is not valid UTF-8");
-            }
-        }
-        out->push_back(std::move(step));
-        return Status::ok();
-    }
-
-    Status preTokenizer(const json& p, const std::string& where, int depth,
-                        std::vector<PreTokenizerStep>* out) const {
-        if (p.is_null()) {
-            return Status::ok();
-        }
-        auto type = typeOf(p, where);
-        if (!type.isOk()) {
-            return type.status();
-        }
-        const std::string& t = type.value();
-        if (out->size() >= kMaxPipelineSteps || depth > 4) {
-            return fail(where, "too many pre-tokenizer steps");
-        }
-        PreTokenizerStep step;
-        if (t == "Sequence") {
-            const auto it = p.find("pretokenizers");
-            if (it == p.end() || !it->is_array()) {
-                return fail(where + ".pretokenizers", "must be a list");
-            }
-            for (size_t i = 0; i < it->size(); ++i) {
-                ATLAS_RETURN_IF_ERROR(preTokenizer(
-                    (*it)[i], where + ".pretokenizers[" + std::to_string(i) + "]", depth + 1, out));
-            }
-            return Status::ok();
-        }
-        if (t == "Split") {
-            step.kind = PreTokenizerStep::Kind::kSplit;
-            auto re = pattern(p, where);
-            if (!re.isOk()) {
-                return re.status();
-            }
-            step.regex = re.value();
-            auto behavior = str(p, "behavior", where);
-            if (!behavior.isOk()) {
-                return behavior.status();
-            }
-            const std::string& b = behavior.value();
-            using B = tok::SplitBehavior;
-            if (b == "Removed") {
-                step.behavior = B::kRemoved;
-            } else if (b == "Isolated") {
-                step.behavior = B::kIsolated;
-            } else if (b == "MergedWithPrevious") {
-                step.behavior = B::kMergedWithPrevious;
-            } else if (b == "MergedWithNext") {
-                step.behavior = B::kMergedWithNext;
-            } else if (b == "Contiguous") {
-                step.behavior = B::kContiguous;
-            } else {
-                return fail(where + ".behavior", "unknown split behavior '" + b + "'");
-            }
-            auto invert = flag(p, "invert", where, false);
-            if (!invert.isOk()) {
-                return invert.status();
-            }
-            step.invert = invert.value();
-        } else if (t == "ByteLevel") {
-            step.kind = PreTokenizerStep::Kind::kByteLevel;
-            auto prefix = flag(p, "add_prefix_space", where, true);
-            auto use_regex = flag(p, "use_regex", where, true);
-            if (!prefix.isOk()) {
-                return prefix.status();
-            }
-            if (!use_regex.isOk()) {
-                return use_regex.status();
-            }
-            step.add_prefix_space = prefix.value();
-            if (use_regex.value()) {
-                auto re = tok::Regex::compile(tok::kGpt2Pattern, false);
-                if (!re.isOk()) {
-                    return re.status();
-                }
-                step.regex = re.value();
-            }
-        } else if (t == "Digits") {
-            step.kind = PreTokenizerStep::Kind::kDigits;
-            auto individual = flag(p, "individual_digits", where, false);
-            if (!individual.isOk()) {
-                return individual.status();
-            }
-            step.individual_digits = individual.value();
-        } else if (t == "Metaspace") {
-            return fail(where, "pre-tokenizer type Metaspace is not supported" +
-                                   std::string(kSentencePieceHint));
-        } else {
-            return fail(where, "pre-tokenizer type '" + t +
-                                   "' is not supported (supported: Split, ByteLevel, Digits, "
-                                   "Sequence)");
-        }
-        out->push_back(std::move(step));
-        return Status::ok();
-    }
-
-    // Converts a token spelled in the byte-level alphabet to its bytes; false if a
-    // character is outside the alphabet (or the text is not UTF-8).
-    static bool alphabetToBytes(std::string_view s, std::string* out) {
-        out->clear();
-        if (tok::firstInvalidUtf8(s) != s.size()) {
-            return false;
-        }
-        for (size_t pos = 0; pos < s.size();) {
-            char32_t cp = 0;
-            pos += static_cast<size_t>(tok::decodeUtf8(s, pos, &cp));
-            const int b = tok::unicodeToByte(cp);
-            if (b < 0) {
-                return false;
-            }
-            out->push_back(static_cast<char>(b));
-        }
-        return true;
-    }
-
-    Result<int32_t> tokenId(const json& v, const std::string& where) const {
-        if (!v.is_number_integer()) {
-            return fail(where, "must be an integer id");
-        }
-        const int64_t id =
-            v.is_number_unsigned()
-                ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
-                : v.get<int64_t>();
-        if (id < 0 || id > kMaxId) {
-            return fail(where, "id " + std::to_string(id) + " is outside [0, " +
-                                   std::to_string(kMaxId) + "]");
-        }
-        return static_cast<int32_t>(id);
-    }
-
-    Status postProcessor(const json& p, const std::string& where, int depth,
-                         const std::unordered_map<std::string, int32_t>& added_ids,
-                         const tok::TokenMap& vocab_strings,
-                         std::vector<tok::Template>* out) const {
-        if (p.is_null()) {
-            return Status::ok();
-        }
-        auto type = typeOf(p, where);
-        if (!type.isOk()) {
-            return type.status();
-        }
-        const std::string& t = type.value();
-        if (out->size() >= kMaxPipelineSteps || depth > 4) {
-            return fail(where, "too many post-processor steps");
-        }
-        auto idOf = [&](const std::string& token) -> int32_t {
-            if (const auto it = added_ids.find(token); it != added_ids.end()) {
-                return it->second;
-            }
-            if (const auto it = vocab_strings.find(token); it != vocab_strings.end()) {
-                return it->second;
-            }
-            return -1;
-        };
-        if (t == "Sequence") {
-            const auto it = p.find("processors");
-            if (it == p.end() || !it->is_array()) {
-                return fail(where + ".processors", "must be a list");
-            }
-            for (size_t i = 0; i < it->size(); ++i) {
-                ATLAS_RETURN_IF_ERROR(
-                    postProcessor((*it)[i], where + ".processors[" + std::to_string(i) + "]",
-                                  depth + 1, added_ids, vocab_strings, out));
-            }
-            return Status::ok();
-        }
-        if (t == "ByteLevel") {
-            return Status::ok();  // offsets only; the ids are unchanged
-        }
-        if (t == "RobertaProcessing" || t == "BertProcessing") {
-            tok::Template tpl;
-            for (const char* key : {"cls", "sep"}) {
-                const auto it = p.find(key);
-                if (it == p.end() || !it->is_array() || it->size() != 2) {
-                    return fail(where + "." + key, "must be [token, id]");
-                }
-                auto id = tokenId((*it)[1], where + "." + key + "[1]");
-                if (!id.isOk()) {
-                    return id.status();
-                }
-                if (std::string(key) == "sep") {
-                    tpl.push_back(tok::kSequenceA);
-                }
-                tpl.push_back(id.value());
-            }
-            out->push_back(std::move(tpl));
-            return Status::ok();
-        }
-        if (t != "TemplateProcessing") {
-            return fail(where, "post-processor type '" + t +
-                                   "' is not supported (supported: TemplateProcessing, "
-                                   "ByteLevel, RobertaProcessing, BertProcessing, Sequence)");
-        }
-        const auto single = p.find("single");
-        if (single == p.end() || !single->is_array()) {
-            return fail(where + ".single", "must be a list");
-        }
-        const auto specials = p.find("special_tokens");
-        tok::Template tpl;
-        bool has_a = false;
-        for (size_t i = 0; i < single->size(); ++i) {
-            const json& piece = (*single)[i];
-            const std::string at = where + ".single[" + std::to_string(i) + "]";
-            if (piece.is_object() && piece.contains("Sequence")) {
-                const json& seq = piece["Sequence"];
-                if (!seq.is_object() || !seq.contains("id") || seq["id"] != "A") {
-                    return fail(at, "a single-sequence template may only hold sequence A");
-                }
-                if (has_a) {
-                    return fail(at, "sequence A appears twice");
-                }
-                has_a = true;
-                tpl.push_back(tok::kSequenceA);
-                continue;
-            }
-            if (!piece.is_object() || !piece.contains("SpecialToken") ||
-                !piece["SpecialToken"].is_object() || !piece["SpecialToken"].contains("id") ||
-                !piece["SpecialToken"]["id"].is_string()) {
-                return fail(at, "must be {\"Sequence\": ...} or {\"SpecialToken\": {\"id\": ...}}");
-            }
-            const std::string name = piece["SpecialToken"]["id"].get<std::string>();
-            // special_tokens maps the name to its ids; without an entry the name is a token.
-            if (specials != p.end() && specials->is_object() && specials->contains(name)) {
-                const json& entry = (*specials)[name];
-                const auto ids = entry.is_object() ? entry.find("ids") : entry.end();
-                if (ids == entry.end() || !ids->is_array() || ids->empty() || ids->size() > 64) {
-                    return fail(where + ".special_tokens." + name, "ids must be a short list");
-                }
-                for (size_t k = 0; k < ids->size(); ++k) {
-                    auto id = tokenId((*ids)[k], where + ".special_tokens." + name + ".ids");
-                    if (!id.isOk()) {
-                        return id.status();
-                    }
-                    tpl.push_back(id.value());
-                }
-            } else {
-                const int32_t id = idOf(name);
-                if (id < 0) {
-                    return fail(at, "special token '" + name + "' is not in the vocabulary");
-                }
-                tpl.push_back(id);
-            }
-        }
-        if (!has_a) {
-            return fail(where + ".single", "has no sequence A");
-        }
-        out->push_back(std::move(tpl));
-        return Status::ok();
-    }
-
-    Result<std::unique_ptr<Tokenizer::Impl>> load(const json& root,
-                                                  const TokenizerOptions& options) const;
-};
-
-Result<std::unique_ptr<Tokenizer::Impl>> Loader::load(const json& root,
-                                                      const TokenizerOptions& options) const {
+Result<std::unique_ptr<Tokenizer::Impl>> tok::Loader::load(const json& root,
+                                                           const TokenizerOptions& options) const {
     if (!root.is_object()) {
         return fail("(root)", "must be an object");
     }
@@ -706,18 +340,7 @@ Result<std::unique_ptr<Tokenizer::Impl>> Loader::load(const json& root,
         return fail("pre_tokenizer", "has no ByteLevel step: not a byte-level BPE tokenizer" +
                                          std::string(kSentencePieceHint));
     }
-    const json& decoder = section("decoder");
-    auto dtype = typeOf(decoder, "decoder");
-    if (!dtype.isOk()) {
-        return dtype.status();
-    }
-    if (dtype.value() != "ByteLevel") {
-        const std::string& d = dtype.value();
-        const bool sp = d == "Metaspace" || d == "ByteFallback" || d == "Sequence" || d == "Fuse" ||
-                        d == "Strip" || d == "Replace";
-        return fail("decoder", "decoder type '" + d + "' is not supported (supported: ByteLevel)" +
-                                   (sp ? std::string(kSentencePieceHint) : std::string()));
-    }
+    ATLAS_RETURN_IF_ERROR(decoder(section("decoder")));
     ATLAS_RETURN_IF_ERROR(postProcessor(section("post_processor"), "post_processor", 0, added_ids,
                                         vocab_strings, &impl->templates));
     for (const tok::Template& t : impl->templates) {
@@ -733,8 +356,6 @@ Result<std::unique_ptr<Tokenizer::Impl>> Loader::load(const json& root,
     impl->normalized_matcher = tok::AddedTokenMatcher(norm_tokens);
     return impl;
 }
-
-}  // namespace
 
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::fromJson(std::string_view json_text,
                                                              std::string_view source,
