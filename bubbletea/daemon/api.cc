@@ -272,6 +272,20 @@ std::optional<ApiError> checkModel(const json& doc, const ModelLimits& limits, b
     return notFoundModel(*model, limits.model_names.empty() ? "" : limits.model_names[0]);
 }
 
+// /tokenize and /detokenize: a JSON object whose optional "model" is a served name.
+std::variant<json, ApiError> parseTokenizationBody(std::string_view body,
+                                                   const ModelLimits& limits) {
+    auto parsed = parseBody(body);
+    if (std::holds_alternative<ApiError>(parsed)) {
+        return parsed;
+    }
+    std::string model;
+    if (auto err = checkModel(std::get<json>(parsed), limits, /*required=*/false, &model)) {
+        return *err;
+    }
+    return parsed;
+}
+
 }  // namespace
 
 ApiError badRequest(std::string message, std::string param, std::string code) {
@@ -389,15 +403,11 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
 
 std::variant<TokenizeResult, ApiError> parseTokenizeRequest(std::string_view body,
                                                             const ModelLimits& limits) {
-    auto parsed = parseBody(body);
+    auto parsed = parseTokenizationBody(body, limits);
     if (std::holds_alternative<ApiError>(parsed)) {
         return std::get<ApiError>(parsed);
     }
     const json& doc = std::get<json>(parsed);
-    std::string model;
-    if (auto err = checkModel(doc, limits, /*required=*/false, &model)) {
-        return *err;
-    }
     if (doc.contains("messages")) {
         return badRequest(
             "chat messages are not supported: this server has no chat template; "
@@ -447,15 +457,11 @@ std::string tokenizeJson(const TokenizeResult& r, const ModelLimits& limits) {
 
 std::variant<std::string, ApiError> parseDetokenizeRequest(std::string_view body,
                                                            const ModelLimits& limits) {
-    auto parsed = parseBody(body);
+    auto parsed = parseTokenizationBody(body, limits);
     if (std::holds_alternative<ApiError>(parsed)) {
         return std::get<ApiError>(parsed);
     }
     const json& doc = std::get<json>(parsed);
-    std::string model;
-    if (auto err = checkModel(doc, limits, /*required=*/false, &model)) {
-        return *err;
-    }
     const auto tokens = doc.find("tokens");
     if (tokens == doc.end() || tokens->is_null()) {
         return badRequest("tokens is required", "tokens", "missing_field");

@@ -3,6 +3,7 @@
 // normalizer, pre-tokenizer, post-processor, decoder). Errors name the file and JSON path.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
@@ -103,6 +104,14 @@ struct Loader {
         return static_cast<int32_t>(id);
     }
 
+    // The head of every pipeline section: "" for null (no step), else the type name, after
+    // the step-count and nesting bounds.
+    Result<std::string> stepType(const json& node, const std::string& where, int depth,
+                                 size_t steps) const;
+    // {"type": "Sequence", key: [...]}: `step` on each element.
+    Status eachInSequence(
+        const json& node, const std::string& where, const char* key, int depth,
+        const std::function<Status(const json&, const std::string&, int)>& step) const;
     Status normalizer(const json& n, const std::string& where, int depth,
                       std::vector<NormalizerStep>* out) const;
     Status preTokenizer(const json& p, const std::string& where, int depth,

@@ -4,30 +4,50 @@
 
 namespace atlas::bubbletea::tok {
 
+Result<std::string> Loader::stepType(const json& node, const std::string& where, int depth,
+                                     size_t steps) const {
+    if (node.is_null()) {
+        return std::string();
+    }
+    if (steps >= kMaxPipelineSteps || depth > 4) {
+        return fail(where, "too many steps (or Sequences nested too deep)");
+    }
+    auto type = typeOf(node, where);
+    if (type.isOk() && type.value().empty()) {
+        return fail(where + ".type", "must not be empty");
+    }
+    return type;
+}
+
+Status Loader::eachInSequence(
+    const json& node, const std::string& where, const char* key, int depth,
+    const std::function<Status(const json&, const std::string&, int)>& step) const {
+    const auto it = node.find(key);
+    if (it == node.end() || !it->is_array()) {
+        return fail(where + "." + key, "must be a list");
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+        ATLAS_RETURN_IF_ERROR(
+            step((*it)[i], where + "." + key + "[" + std::to_string(i) + "]", depth + 1));
+    }
+    return Status::ok();
+}
+
 Status Loader::normalizer(const json& n, const std::string& where, int depth,
                           std::vector<NormalizerStep>* out) const {
-    if (n.is_null()) {
-        return Status::ok();
-    }
-    auto type = typeOf(n, where);
+    auto type = stepType(n, where, depth, out->size());
     if (!type.isOk()) {
         return type.status();
     }
     const std::string& t = type.value();
-    if (out->size() >= kMaxPipelineSteps || depth > 4) {
-        return fail(where, "too many normalizer steps");
+    if (t.empty()) {
+        return Status::ok();
     }
     NormalizerStep step;
     if (t == "Sequence") {
-        const auto it = n.find("normalizers");
-        if (it == n.end() || !it->is_array()) {
-            return fail(where + ".normalizers", "must be a list");
-        }
-        for (size_t i = 0; i < it->size(); ++i) {
-            ATLAS_RETURN_IF_ERROR(normalizer(
-                (*it)[i], where + ".normalizers[" + std::to_string(i) + "]", depth + 1, out));
-        }
-        return Status::ok();
+        return eachInSequence(
+            n, where, "normalizers", depth,
+            [&](const json& e, const std::string& w, int d) { return normalizer(e, w, d, out); });
     }
     if (t == "NFC" || t == "NFD" || t == "NFKC" || t == "NFKD") {
         step.kind = NormalizerStep::Kind::kUnicode;
@@ -76,28 +96,19 @@ Status Loader::normalizer(const json& n, const std::string& where, int depth,
 
 Status Loader::preTokenizer(const json& p, const std::string& where, int depth,
                             std::vector<PreTokenizerStep>* out) const {
-    if (p.is_null()) {
-        return Status::ok();
-    }
-    auto type = typeOf(p, where);
+    auto type = stepType(p, where, depth, out->size());
     if (!type.isOk()) {
         return type.status();
     }
     const std::string& t = type.value();
-    if (out->size() >= kMaxPipelineSteps || depth > 4) {
-        return fail(where, "too many pre-tokenizer steps");
+    if (t.empty()) {
+        return Status::ok();
     }
     PreTokenizerStep step;
     if (t == "Sequence") {
-        const auto it = p.find("pretokenizers");
-        if (it == p.end() || !it->is_array()) {
-            return fail(where + ".pretokenizers", "must be a list");
-        }
-        for (size_t i = 0; i < it->size(); ++i) {
-            ATLAS_RETURN_IF_ERROR(preTokenizer(
-                (*it)[i], where + ".pretokenizers[" + std::to_string(i) + "]", depth + 1, out));
-        }
-        return Status::ok();
+        return eachInSequence(
+            p, where, "pretokenizers", depth,
+            [&](const json& e, const std::string& w, int d) { return preTokenizer(e, w, d, out); });
     }
     if (t == "Split") {
         step.kind = PreTokenizerStep::Kind::kSplit;
@@ -170,16 +181,13 @@ Status Loader::preTokenizer(const json& p, const std::string& where, int depth,
 Status Loader::postProcessor(const json& p, const std::string& where, int depth,
                              const std::unordered_map<std::string, int32_t>& added_ids,
                              const TokenMap& vocab_strings, std::vector<Template>* out) const {
-    if (p.is_null()) {
-        return Status::ok();
-    }
-    auto type = typeOf(p, where);
+    auto type = stepType(p, where, depth, out->size());
     if (!type.isOk()) {
         return type.status();
     }
     const std::string& t = type.value();
-    if (out->size() >= kMaxPipelineSteps || depth > 4) {
-        return fail(where, "too many post-processor steps");
+    if (t.empty()) {
+        return Status::ok();
     }
     auto idOf = [&](const std::string& token) -> int32_t {
         if (const auto it = added_ids.find(token); it != added_ids.end()) {
@@ -191,16 +199,10 @@ Status Loader::postProcessor(const json& p, const std::string& where, int depth,
         return -1;
     };
     if (t == "Sequence") {
-        const auto it = p.find("processors");
-        if (it == p.end() || !it->is_array()) {
-            return fail(where + ".processors", "must be a list");
-        }
-        for (size_t i = 0; i < it->size(); ++i) {
-            ATLAS_RETURN_IF_ERROR(postProcessor((*it)[i],
-                                                where + ".processors[" + std::to_string(i) + "]",
-                                                depth + 1, added_ids, vocab_strings, out));
-        }
-        return Status::ok();
+        return eachInSequence(p, where, "processors", depth,
+                              [&](const json& e, const std::string& w, int d) {
+                                  return postProcessor(e, w, d, added_ids, vocab_strings, out);
+                              });
     }
     if (t == "ByteLevel") {
         return Status::ok();  // offsets only; the ids are unchanged
