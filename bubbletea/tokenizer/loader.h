@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -19,6 +20,25 @@ constexpr int64_t kMaxId = (int64_t{1} << 24) - 1;
 constexpr size_t kMaxPipelineSteps = 64;
 
 extern const char* const kSentencePieceHint;
+
+// model.vocab and model.merges as the first (SAX) pass collects them: a DOM of these two
+// sections would cost several times the file's size and most of the load time.
+struct CollectedModel {
+    bool vocab_present = false;
+    bool vocab_is_object = false;
+    // (token, id); id nullopt when the value is not an integer.
+    std::vector<std::pair<std::string, std::optional<int64_t>>> vocab;
+    bool merges_present = false;
+    bool merges_is_array = false;
+    struct Merge {
+        enum class Form : uint8_t { kLegacy, kPair, kBad };
+        Form form = Form::kBad;
+        std::string left;  // kLegacy: the whole "left right" string
+        std::string right;
+        int parts = 0;  // kPair: strings seen
+    };
+    std::vector<Merge> merges;
+};
 
 struct Loader {
     std::string source;
@@ -122,7 +142,8 @@ struct Loader {
                          const TokenMap& vocab_strings, std::vector<Template>* out) const;
     // Only the ByteLevel decoder is supported; the error says what else is not.
     Status decoder(const json& d) const;
-    Result<std::unique_ptr<Tokenizer::Impl>> load(const json& root,
+    // `root`: the DOM without model.vocab and model.merges, which come in `collected`.
+    Result<std::unique_ptr<Tokenizer::Impl>> load(const json& root, const CollectedModel& collected,
                                                   const TokenizerOptions& options) const;
 };
 

@@ -34,22 +34,65 @@ constexpr int64_t kMaxIdGap = 65536;
 constexpr size_t kMaxAddedTokens = 65536;
 constexpr size_t kMaxAddedTokenBytes = 4096;
 
-// Refuses documents that would cost too much to hold as a DOM, before building one.
-class BoundsCheck final : public nlohmann::json_sax<json> {
+// The first pass over the text (SAX, no DOM): refuses documents that would cost too much to
+// hold as a DOM, and collects model.vocab and model.merges.
+class FirstPass final : public nlohmann::json_sax<json> {
   public:
     std::string error;
+    tok::CollectedModel model;
 
-    bool null() override { return value(); }
-    bool boolean(bool) override { return value(); }
-    bool number_integer(number_integer_t) override { return value(); }
-    bool number_unsigned(number_unsigned_t) override { return value(); }
-    bool number_float(number_float_t, const string_t&) override { return value(); }
-    bool string(string_t& s) override { return text(s) && value(); }
-    bool binary(binary_t&) override { return value(); }
-    bool start_object(std::size_t) override { return open(); }
-    bool key(string_t& s) override { return text(s); }
+    bool null() override { return scalar(nullptr); }
+    bool boolean(bool) override { return scalar(nullptr); }
+    bool number_integer(number_integer_t v) override {
+        const int64_t x = v;
+        return scalar(&x);
+    }
+    bool number_unsigned(number_unsigned_t v) override {
+        const int64_t x = static_cast<int64_t>(std::min<uint64_t>(v, INT64_MAX));
+        return scalar(&x);
+    }
+    bool number_float(number_float_t, const string_t&) override { return scalar(nullptr); }
+    bool string(string_t& s) override {
+        if (!text(s) || !value()) {
+            return false;
+        }
+        switch (where()) {
+            case Where::kVocabEntry:
+                model.vocab.emplace_back(stack_[2].key, std::nullopt);
+                break;
+            case Where::kMergesEntry: {
+                tok::CollectedModel::Merge m;
+                m.form = tok::CollectedModel::Merge::Form::kLegacy;
+                m.left = std::move(s);
+                model.merges.push_back(std::move(m));
+                break;
+            }
+            case Where::kMergePart: {
+                auto& m = model.merges.back();
+                if (m.form == tok::CollectedModel::Merge::Form::kPair && m.parts < 2) {
+                    (m.parts == 0 ? m.left : m.right) = std::move(s);
+                    ++m.parts;
+                } else {
+                    m.form = tok::CollectedModel::Merge::Form::kBad;
+                }
+                break;
+            }
+            default:
+                break;
+        }
+        return true;
+    }
+    bool binary(binary_t&) override { return scalar(nullptr); }
+    bool start_object(std::size_t) override { return open(true); }
+    bool key(string_t& s) override {
+        if (!text(s)) {
+            return false;
+        }
+        stack_.back().key = std::move(s);
+        return true;
+    }
     bool end_object() override { return close(); }
-    bool start_array(std::size_t) override { return open(); }
+    bool start_array(std::size_t) override { return open(false); }
     bool end_array() override { return close(); }
     bool parse_error(std::size_t position, const std::string&,
                      const nlohmann::detail::exception& ex) override {
@@ -58,6 +101,104 @@ class BoundsCheck final : public nlohmann::json_sax<json> {
     }
 
   private:
+    struct Frame {
+        bool object;
+        std::string key;  // objects: the key of the value being read
+    };
+    enum class Where { kOther, kVocab, kVocabEntry, kMerges, kMergesEntry, kMergePart, kDeeper };
+
+    // Where the next value goes, relative to model.vocab / model.merges.
+    Where where() const {
+        const size_t n = stack_.size();
+        if (n < 2 || !stack_[0].object || stack_[0].key != "model" || !stack_[1].object) {
+            return Where::kOther;
+        }
+        const std::string& k = stack_[1].key;
+        if (k != "vocab" && k != "merges") {
+            return Where::kOther;
+        }
+        const bool vocab = k == "vocab";
+        if (n == 2) {
+            return vocab ? Where::kVocab : Where::kMerges;
+        }
+        if (vocab) {
+            return n == 3 && stack_[2].object ? Where::kVocabEntry : Where::kDeeper;
+        }
+        if (stack_[2].object) {
+            return Where::kDeeper;
+        }
+        if (n == 3) {
+            return Where::kMergesEntry;
+        }
+        return n == 4 && !stack_[3].object ? Where::kMergePart : Where::kDeeper;
+    }
+
+    // A non-string scalar; `id` set for integers.
+    bool scalar(const int64_t* id) {
+        if (!value()) {
+            return false;
+        }
+        switch (where()) {
+            case Where::kVocab:
+                model.vocab_present = true;
+                break;
+            case Where::kMerges:
+                model.merges_present = true;
+                break;
+            case Where::kVocabEntry:
+                model.vocab.emplace_back(stack_[2].key,
+                                         id ? std::optional<int64_t>(*id) : std::nullopt);
+                break;
+            case Where::kMergesEntry:
+                model.merges.emplace_back();  // kBad
+                break;
+            case Where::kMergePart:
+                model.merges.back().form = tok::CollectedModel::Merge::Form::kBad;
+                break;
+            default:
+                break;
+        }
+        return true;
+    }
+    bool open(bool object) {
+        if (static_cast<int>(stack_.size()) >= kMaxDepth) {
+            error = "nesting deeper than " + std::to_string(kMaxDepth) + " levels";
+            return false;
+        }
+        if (!value()) {
+            return false;
+        }
+        switch (where()) {
+            case Where::kVocab:
+                model.vocab_present = true;
+                model.vocab_is_object = object;
+                break;
+            case Where::kMerges:
+                model.merges_present = true;
+                model.merges_is_array = !object;
+                break;
+            case Where::kVocabEntry:
+                model.vocab.emplace_back(stack_[2].key, std::nullopt);
+                break;
+            case Where::kMergesEntry:
+                model.merges.emplace_back();
+                if (!object) {
+                    model.merges.back().form = tok::CollectedModel::Merge::Form::kPair;
+                }
+                break;
+            case Where::kMergePart:
+                model.merges.back().form = tok::CollectedModel::Merge::Form::kBad;
+                break;
+            default:
+                break;
+        }
+        stack_.push_back(Frame{object, {}});
+        return true;
+    }
+    bool close() {
+        stack_.pop_back();
+        return true;
+    }
     bool value() {
         if (++values_ > kMaxValues) {
             error = "more than " + std::to_string(kMaxValues) + " JSON values";
@@ -72,24 +213,14 @@ class BoundsCheck final : public nlohmann::json_sax<json> {
         }
         return true;
     }
-    bool open() {
-        if (++depth_ > kMaxDepth) {
-            error = "nesting deeper than " + std::to_string(kMaxDepth) + " levels";
-            return false;
-        }
-        return value();
-    }
-    bool close() {
-        --depth_;
-        return true;
-    }
-    int depth_ = 0;
+    std::vector<Frame> stack_;
     size_t values_ = 0;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer::Impl>> tok::Loader::load(const json& root,
+                                                           const CollectedModel& collected,
                                                            const TokenizerOptions& options) const {
     if (!root.is_object()) {
         return fail("(root)", "must be an object");
@@ -140,22 +271,30 @@ Result<std::unique_ptr<Tokenizer::Impl>> tok::Loader::load(const json& root,
     bpe.ignore_merges = ignore_merges.value();
     bpe.fuse_unk = fuse_unk.value();
 
-    const auto vocab_it = model.find("vocab");
-    if (vocab_it == model.end() || !vocab_it->is_object() || vocab_it->empty()) {
+    if (!collected.vocab_present || !collected.vocab_is_object || collected.vocab.empty()) {
         return fail("model.vocab", "must be a non-empty object of token -> id");
     }
-    // Pass 1: ids, duplicates and the id range.
+    // Pass 1: ids and the id range.
     int64_t max_id = -1;
     std::vector<std::pair<int32_t, const std::string*>> entries;
-    entries.reserve(vocab_it->size());
+    entries.reserve(collected.vocab.size());
     tok::TokenMap vocab_strings;  // the file's spelling -> id (post-processor lookups)
-    for (auto it = vocab_it->begin(); it != vocab_it->end(); ++it) {
-        auto id = tokenId(it.value(), "model.vocab[\"" + it.key().substr(0, 64) + "\"]");
-        if (!id.isOk()) {
-            return id.status();
+    vocab_strings.reserve(collected.vocab.size());
+    for (const auto& [token, value] : collected.vocab) {
+        const std::string where = "model.vocab[\"" + token.substr(0, 64) + "\"]";
+        if (!value.has_value()) {
+            return fail(where, "must be an integer id");
         }
-        entries.emplace_back(id.value(), &it.key());
-        max_id = std::max<int64_t>(max_id, id.value());
+        if (*value < 0 || *value > kMaxId) {
+            return fail(where, "id " + std::to_string(*value) + " is outside [0, " +
+                                   std::to_string(kMaxId) + "]");
+        }
+        const auto id = static_cast<int32_t>(*value);
+        if (!vocab_strings.emplace(token, id).second) {
+            return fail(where, "the token appears twice");
+        }
+        entries.emplace_back(id, &token);
+        max_id = std::max<int64_t>(max_id, id);
     }
     // ---- added tokens (ids count towards the tables' size)
     const auto added_it = root.find("added_tokens");
@@ -230,7 +369,6 @@ Result<std::unique_ptr<Tokenizer::Impl>> tok::Loader::load(const json& root,
                                            std::to_string(id));
         }
         owner[id] = token;
-        vocab_strings.emplace(*token, id);
         impl->kind[id] = tok::TokenKind::kModel;
         if (alphabetToBytes(*token, &raw)) {
             impl->bytes[id] = raw;
@@ -281,40 +419,39 @@ Result<std::unique_ptr<Tokenizer::Impl>> tok::Loader::load(const json& root,
     }
 
     // ---- merges
-    const auto merges_it = model.find("merges");
-    if (merges_it == model.end() || !merges_it->is_array()) {
+    if (!collected.merges_present || !collected.merges_is_array) {
         return fail("model.merges", "must be a list");
     }
     std::vector<std::pair<std::string, std::string>> merges;
-    merges.reserve(merges_it->size());
-    for (size_t i = 0; i < merges_it->size(); ++i) {
-        const json& m = (*merges_it)[i];
-        std::string a;
-        std::string b;
-        if (m.is_string()) {
+    merges.reserve(collected.merges.size());
+    std::string ra;
+    std::string rb;
+    for (size_t i = 0; i < collected.merges.size(); ++i) {
+        const tok::CollectedModel::Merge& m = collected.merges[i];
+        using Form = tok::CollectedModel::Merge::Form;
+        std::string_view a;
+        std::string_view b;
+        if (m.form == Form::kLegacy) {
             // Legacy "left right": exactly one space separates them.
-            const std::string& s = m.get_ref<const std::string&>();
-            const size_t sp = s.find(' ');
-            if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) {
+            const size_t sp = m.left.find(' ');
+            if (sp == std::string::npos || m.left.find(' ', sp + 1) != std::string::npos) {
                 return fail("model.merges[" + std::to_string(i) + "]",
                             "must be \"left right\" (one space)");
             }
-            a = s.substr(0, sp);
-            b = s.substr(sp + 1);
-        } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-            a = m[0].get<std::string>();
-            b = m[1].get<std::string>();
+            a = std::string_view(m.left).substr(0, sp);
+            b = std::string_view(m.left).substr(sp + 1);
+        } else if (m.form == Form::kPair && m.parts == 2) {
+            a = m.left;
+            b = m.right;
         } else {
             return fail("model.merges[" + std::to_string(i) + "]",
                         "must be \"left right\" or [left, right]");
         }
-        std::string ra;
-        std::string rb;
         if (!alphabetToBytes(a, &ra) || !alphabetToBytes(b, &rb)) {
             return fail("model.merges[" + std::to_string(i) + "]",
                         "a side is not a byte-level token");
         }
-        merges.emplace_back(std::move(ra), std::move(rb));
+        merges.emplace_back(ra, rb);
     }
     auto built = tok::BpeModel::build(std::move(vocab), merges, bpe);
     if (!built.isOk()) {
@@ -365,17 +502,23 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::fromJson(std::string_view js
         return Status{Code::kInvalidArgument,
                       src + ": larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB"};
     }
-    BoundsCheck bounds;
-    if (!json::sax_parse(json_text.begin(), json_text.end(), &bounds)) {
+    FirstPass first;
+    if (!json::sax_parse(json_text.begin(), json_text.end(), &first)) {
         return Status{Code::kInvalidArgument,
-                      src + ": " + (bounds.error.empty() ? "not valid JSON" : bounds.error)};
+                      src + ": " + (first.error.empty() ? "not valid JSON" : first.error)};
     }
-    const json root = json::parse(json_text.begin(), json_text.end(), nullptr, false);
+    // The DOM of the rest: the keys "vocab" and "merges" of second-level objects (model's)
+    // are skipped, since the first pass has them.
+    const json::parser_callback_t skip = [](int depth, json::parse_event_t event, json& parsed) {
+        return !(event == json::parse_event_t::key && depth == 2 &&
+                 (parsed == "vocab" || parsed == "merges"));
+    };
+    const json root = json::parse(json_text.begin(), json_text.end(), skip, false);
     if (root.is_discarded()) {
         return Status{Code::kInvalidArgument, src + ": not valid JSON"};
     }
     Loader loader{src};
-    auto impl = loader.load(root, options);
+    auto impl = loader.load(root, first.model, options);
     if (!impl.isOk()) {
         return impl.status();
     }
@@ -416,7 +559,7 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::fromModelDir(const std::stri
         ss << cfg.rdbuf();
         const std::string text = ss.str();
         if (text.size() <= kMaxFileBytes) {
-            BoundsCheck bounds;
+            FirstPass bounds;
             if (json::sax_parse(text.begin(), text.end(), &bounds)) {
                 const json c = json::parse(text, nullptr, false);
                 if (c.is_object() && c.contains("clean_up_tokenization_spaces") &&
