@@ -13,6 +13,7 @@
 #include "bubbletea/engine/weights.h"
 #include "daemon_test_util.h"
 #include "engine_test_util.h"
+#include "kv_sink_util.h"
 
 namespace atlas::bubbletea {
 namespace {
@@ -23,30 +24,7 @@ using testutil::json;
 using testutil::nullDaemonConfig;
 using testutil::parseJson;
 using testutil::postCompletion;
-
-// Records every transfer a receiver sees.
-struct Sink {
-    explicit Sink(KvReceiverConfig config = {}) {
-        config.logger = Logger::stderrLogger(LogLevel::kWarn);
-        auto r = KvReceiver::start(config, [this](const KvTransfer& t) {
-            std::lock_guard<std::mutex> lock(mu);
-            transfers.push_back(t);
-        });
-        EXPECT_TRUE(r.isOk()) << r.status().toString();
-        if (r.isOk()) {
-            receiver = std::move(r.value());
-        }
-    }
-    std::vector<KvTransfer> snapshot() {
-        std::lock_guard<std::mutex> lock(mu);
-        return transfers;
-    }
-    uint16_t port() const { return receiver->port(); }
-
-    std::mutex mu;
-    std::vector<KvTransfer> transfers;
-    std::unique_ptr<KvReceiver> receiver;
-};
+using testutil::Sink;
 
 class DaemonKv : public ::testing::Test {
   protected:

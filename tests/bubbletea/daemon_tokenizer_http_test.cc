@@ -9,6 +9,7 @@
 #include "bubbletea/engine/model_writer.h"
 #include "daemon_test_util.h"
 #include "engine_test_util.h"
+#include "kv_sink_util.h"
 #include "tokenizer_test_util.h"
 
 namespace atlas::bubbletea {
@@ -18,6 +19,7 @@ using testutil::DaemonHarness;
 using testutil::json;
 using testutil::nullDaemonConfig;
 using testutil::parseJson;
+using testutil::Sink;
 
 std::string smallTokenizerPath() {
     return testutil::tokenizerDataDir() + "/small_tokenizer.json";
@@ -141,29 +143,6 @@ TEST(DaemonTokenizerHttp, Llama3RoundTripsTheCorpus) {
     }
     roundTripCorpus(path, "llama3", /*nfc=*/false);
 }
-
-// Records every KV transfer a decode-side receiver sees.
-struct Sink {
-    Sink() {
-        KvReceiverConfig config;
-        config.logger = Logger::stderrLogger(LogLevel::kWarn);
-        auto r = KvReceiver::start(config, [this](const KvTransfer& t) {
-            std::lock_guard<std::mutex> lock(mu);
-            transfers.push_back(t);
-        });
-        EXPECT_TRUE(r.isOk()) << r.status().toString();
-        if (r.isOk()) {
-            receiver = std::move(r.value());
-        }
-    }
-    std::vector<KvTransfer> snapshot() {
-        std::lock_guard<std::mutex> lock(mu);
-        return transfers;
-    }
-    std::mutex mu;
-    std::vector<KvTransfer> transfers;
-    std::unique_ptr<KvReceiver> receiver;
-};
 
 // vLLM's disaggregated proxy (tests/v1/kv_connector/nixl_integration/toy_proxy_server.py,
 // send_request_to_service): the client's body with kv_transfer_params replaced, stream false,
