@@ -8,3 +8,4 @@ atlas_add_microbench(seal_bench SOURCES seal_bench.cc LIBS atlas::transport Open
 atlas_add_microbench(tokenizer_bench SOURCES tokenizer_bench.cc LIBS atlas::tokenizer atlas::engine nlohmann_json::nlohmann_json)  # bubbletea tokenizer: encode/decode MB/s, share of a 2k-token TTFT
 target_compile_definitions(tokenizer_bench PRIVATE ATLAS_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 target_include_directories(tokenizer_bench PRIVATE ${PROJECT_SOURCE_DIR})
+atlas_add_microbench(netstat_bench SOURCES netstat_bench.cc LIBS atlas::plugin_internal)  # stats segment hooks per message and per sample (docs/netstat.md)
