@@ -153,7 +153,9 @@ Result<ProcessView> parseSegment(const void* data, size_t size) {
         if (role > kRoleRecv || traffic > kTrafficDataParallel) {
             return bad("comm record " + std::to_string(i) + " has an unknown role or traffic kind");
         }
-        if (nstreams + 1 > h.stream_capacity) {
+        // Stream record 0 is the control stream, so nstreams data streams need nstreams + 1
+        // records; compared without the + 1, which wraps for nstreams = 2^64 - 1.
+        if (nstreams >= h.stream_capacity) {
             return bad("comm record " + std::to_string(i) + " claims " + std::to_string(nstreams) +
                        " streams, more than the segment holds");
         }
