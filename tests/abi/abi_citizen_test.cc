@@ -81,13 +81,20 @@ Result<size_t> profiledTransfer(NetApi& net, const CommPair& pair, size_t size, 
         if (deadline.expired()) {
             return Status(Code::kTimeout, "irecv");
         }
+        if (rreq == nullptr) {
+            backoff.idle();  // back-pressure: let the engine threads run
+        }
     }
+    backoff.reset();
     while (sreq == nullptr) {
         ATLAS_RETURN_IF_ERROR(ncclStatus(
             net.isend(pair.send_comm, src.data(), size, 0, smr->mhandle(), &sreq, send_ph),
             "isend"));
         if (deadline.expired()) {
             return Status(Code::kTimeout, "isend");
+        }
+        if (sreq == nullptr) {
+            backoff.idle();
         }
     }
     Result<size_t> sent = waitDone(net, sreq, deadline);
@@ -202,11 +209,24 @@ TEST_P(Hints, BadArgumentsAreRejected) {
     runIsolated(loopbackEnv(), kBudget, [version] {
         Result<std::unique_ptr<PluginLibrary>> lib = PluginLibrary::open(pluginPath());
         ATLAS_ASSERT_OK(lib);
-        auto set_attr =
-            version == 12
-                ? (*lib)->v12()->setNetAttr
-                : reinterpret_cast<decltype((*lib)->v12()->setNetAttr)>((*lib)->v11()->setNetAttr);
-        ASSERT_NE(set_attr, nullptr);
+        // The raw table entry (NetApi would catch the NULL arguments itself), called through
+        // its own type: v11's takes the v11 struct (same layout, a distinct type).
+        ASSERT_TRUE(version == 12 ? (*lib)->v12()->setNetAttr != nullptr
+                                  : (*lib)->v11()->setNetAttr != nullptr);
+        auto set_attr = [&lib, version](void* c, const ncclNetAttr_v12_t* a) {
+            if (version == 12) {
+                ncclNetAttr_v12_t copy{};
+                if (a != nullptr) {
+                    copy = *a;
+                }
+                return (*lib)->v12()->setNetAttr(c, a != nullptr ? &copy : nullptr);
+            }
+            ncclNetAttr_v11_t copy{};
+            if (a != nullptr) {
+                std::memcpy(&copy, a, sizeof(copy));
+            }
+            return (*lib)->v11()->setNetAttr(c, a != nullptr ? &copy : nullptr);
+        };
         std::unique_ptr<NetApi> net = makeNetApi(**lib, version);
         void* ctx = nullptr;
         ATLAS_ASSERT_NCCL_OK(net->init(&ctx, captureLogger));

@@ -10,7 +10,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<uint64_t> image((size + 7) / 8 + 1);
-    std::memcpy(image.data(), data, size);
+    if (size > 0) {
+        std::memcpy(image.data(), data, size);  // data may be NULL when size is 0
+    }
     auto p = atlas::netstat::parseSegment(image.data(), size);
     if (p.isOk()) {
         // Whatever the reader accepted must render without tripping a sanitizer.

@@ -20,7 +20,7 @@ using abi::expectPeerSucceeded;
 
 const Nanos kBudget = abi::scaledBudget(90 * kNsPerSec);
 constexpr size_t kMsg = 8 * abi::kMiB;
-constexpr int kCount = 40;  // ~2.7 s at 1 Gbit/s: long enough to look at it
+constexpr int kCount = 40;  // ~2.7 s at 1 Gbit/s
 
 std::string netstatIn(const std::string& ns, const std::string& dir) {
     std::string out;
@@ -40,8 +40,8 @@ std::string netstatIn(const std::string& ns, const std::string& dir) {
 }
 
 // Whether the child has exited, without reaping it (expectPeerSucceeded still waits for it):
-// once the sender is done nothing new can show up, so the poll below stops there instead of
-// at the deadline.
+// a sender that failed early shows nothing more, so the poll below stops there instead of at
+// the deadline.
 bool exitedAlready(const abi::ChildProcess& child) {
     siginfo_t info{};
     return waitid(P_PID, static_cast<id_t>(child.pid()), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
@@ -84,8 +84,14 @@ Status streamAll(bool send, int fd, const abi::Deadline& deadline) {
             return done.status();
         }
     }
+    // Keep the comm open until the parent has looked (one byte on fd): how long that takes
+    // depends on how fast atlas-netstat runs in each namespace, not on the transfer.
+    Result<uint8_t> go = abi::recvByte(fd, deadline);
     (void)mr->release();
     ATLAS_RETURN_IF_ERROR(abi::closePair(net, &pair));
+    if (!go.isOk()) {
+        return go.status();
+    }
     return (*ep)->finalizeAndClose();
 }
 
@@ -115,7 +121,10 @@ TEST(WanNetstat, PrometheusShowsStreamsWithTheLinkRtt) {
     bool seen[2] = {false, false};
     std::string last;
     abi::Backoff backoff;
-    while (!(seen[0] && seen[1]) && !deadline.expired() && !exitedAlready(*sender)) {
+    // The peers hold their comms open until told, so the bound is on looking, not on the
+    // transfer: 20 s (x4 under sanitizers) for both namespaces to show the streams.
+    const abi::Deadline look(abi::scaledBudget(20 * kNsPerSec));
+    while (!(seen[0] && seen[1]) && !look.expired() && !exitedAlready(*sender)) {
         for (int dc = 0; dc < 2; ++dc) {
             if (seen[dc]) {
                 continue;
@@ -145,6 +154,9 @@ TEST(WanNetstat, PrometheusShowsStreamsWithTheLinkRtt) {
         backoff.idle();
     }
     EXPECT_TRUE(seen[0] && seen[1]) << "last output:\n" << last;
+    for (abi::ChildProcess* peer : {&*sender, &*receiver}) {
+        ATLAS_EXPECT_OK(abi::sendByte(peer->fd(), 1, deadline));
+    }
     expectPeerSucceeded(*sender, deadline, "sender");
     expectPeerSucceeded(*receiver, deadline, "receiver");
     ATLAS_EXPECT_OK((*tb)->down());
