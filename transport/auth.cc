@@ -56,9 +56,10 @@ Result<uint64_t> randomU64() {
     return v;
 }
 
-wire::Mac serverMac(const std::string& key, const AuthContext& ctx) {
-    MacInput in("atlas-server-v1");
+wire::Mac serverMac(const std::string& key, const AuthContext& ctx, uint16_t rejoin_port) {
+    MacInput in("atlas-server-v2");
     in.addContext(ctx);
+    in.addValue(rejoin_port);
     return in.mac(key);
 }
 
@@ -77,6 +78,29 @@ wire::Mac dataMac(const std::string& key, const AuthContext& ctx, uint32_t index
     in.addContext(ctx);
     in.addValue(index);
     return in.mac(key);
+}
+
+namespace {
+wire::Mac rejoinMac(const char* label, const std::string& key, const AuthContext& ctx,
+                    uint32_t index, uint32_t epoch, const RejoinNonces& n) {
+    MacInput in(label);
+    in.addContext(ctx);
+    in.addValue(index);
+    in.addValue(epoch);
+    in.add(n.client.data(), n.client.size());
+    in.add(n.server.data(), n.server.size());
+    return in.mac(key);
+}
+}  // namespace
+
+wire::Mac rejoinServerMac(const std::string& key, const AuthContext& ctx, uint32_t index,
+                          uint32_t epoch, const RejoinNonces& n) {
+    return rejoinMac("atlas-rejoin-server-v1", key, ctx, index, epoch, n);
+}
+
+wire::Mac rejoinClientMac(const std::string& key, const AuthContext& ctx, uint32_t index,
+                          uint32_t epoch, const RejoinNonces& n) {
+    return rejoinMac("atlas-rejoin-client-v1", key, ctx, index, epoch, n);
 }
 
 bool macEqual(const wire::Mac& a, const wire::Mac& b) {

@@ -27,9 +27,22 @@ struct AuthContext {
     wire::Nonce server_nonce{};
 };
 
-wire::Mac serverMac(const std::string& key, const AuthContext& ctx);
+wire::Mac serverMac(const std::string& key, const AuthContext& ctx, uint16_t rejoin_port);
 wire::Mac clientMac(const std::string& key, const AuthContext& ctx, const wire::Config& plan);
 wire::Mac dataMac(const std::string& key, const AuthContext& ctx, uint32_t index);
+
+// Rejoin of stream `index` at `epoch` (docs/protocol.md, "Rejoin"): both MACs bind the
+// session's setup nonces, the stream and epoch, and the two fresh rejoin nonces, so a
+// recorded rejoin cannot be replayed (the listener's nonce is new each time) nor moved to
+// another stream, epoch or session.
+struct RejoinNonces {
+    wire::Nonce client{};
+    wire::Nonce server{};
+};
+wire::Mac rejoinServerMac(const std::string& key, const AuthContext& ctx, uint32_t index,
+                          uint32_t epoch, const RejoinNonces& n);
+wire::Mac rejoinClientMac(const std::string& key, const AuthContext& ctx, uint32_t index,
+                          uint32_t epoch, const RejoinNonces& n);
 
 // Constant-time comparison.
 bool macEqual(const wire::Mac& a, const wire::Mac& b);

@@ -1,9 +1,12 @@
+// CommCore: lifecycle, posting, stream incarnations, outages and faults. The send path is in
+// comm_send.cc, the receive path in comm_recv.cc.
 #include "transport/comm_core.h"
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cinttypes>
-#include <limits>
 
 #include "transport/engine.h"
 
@@ -11,20 +14,12 @@ namespace atlas::transport {
 
 CommCore::CommCore(const CommParams& params, std::vector<Fd> fds, Engine* engine)
     : params_(params), engine_(engine) {
+    policy_.rtt_ns = params_.info.rtt_ns;
+    policy_.timeout_ns = params_.timeout_ns;
+    lanes_.resize(fds.size());
+    streams_.resize(fds.size());
     for (size_t i = 0; i < fds.size(); ++i) {
-        auto s = std::make_unique<Stream>();
-        s->index = static_cast<int>(i);
-        s->ctrl = (i == 0);
-        s->fd = std::move(fds[i]);
-        s->send_op.kind = IoOp::Kind::kSend;
-        s->send_op.fd = s->fd.get();
-        s->send_op.handler = this;
-        s->send_op.tag = static_cast<int>(i);
-        s->recv_op.kind = IoOp::Kind::kRecv;
-        s->recv_op.fd = s->fd.get();
-        s->recv_op.handler = this;
-        s->recv_op.tag = static_cast<int>(i);
-        streams_.push_back(std::move(s));
+        streams_[i] = makeStream(static_cast<int>(i), 0, std::move(fds[i]));
     }
     const int ndata = static_cast<int>(streams_.size()) - 1;
     if (isSend()) {
@@ -32,6 +27,14 @@ CommCore::CommCore(const CommParams& params, std::vector<Fd> fds, Engine* engine
         striper_ = std::make_unique<Striper>(params_.stripe, ndata, params_.chunk_bytes,
                                              2 * params_.chunk_bytes);
         loads_.resize(static_cast<size_t>(ndata));
+        ledger_ = std::make_unique<SendLedger>(static_cast<int>(streams_.size()),
+                                               params_.resend_bytes, params_.chunk_bytes);
+    }
+    if (!params_.faults.empty()) {
+        faults_ = std::make_unique<FaultInjector>(params_.faults, isSend());
+        if (faults_->empty()) {
+            faults_.reset();
+        }
     }
     for (auto& r : reqs_) {
         r.comm_ = this;
@@ -39,6 +42,32 @@ CommCore::CommCore(const CommParams& params, std::vector<Fd> fds, Engine* engine
 }
 
 CommCore::~CommCore() = default;
+
+std::unique_ptr<CommCore::Stream> CommCore::makeStream(int index, uint32_t epoch, Fd fd) {
+    auto s = std::make_unique<Stream>();
+    s->comm = this;
+    s->index = index;
+    s->epoch = epoch;
+    s->fd = std::move(fd);
+    s->send_op.kind = IoOp::Kind::kSend;
+    s->send_op.fd = s->fd.get();
+    s->send_op.handler = s.get();
+    s->send_op.tag = index;
+    s->recv_op.kind = IoOp::Kind::kRecv;
+    s->recv_op.fd = s->fd.get();
+    s->recv_op.handler = s.get();
+    s->recv_op.tag = index;
+    s->progress_at = params_.clock->nowNs();
+    return s;
+}
+
+int CommCore::liveCount() const {
+    int n = 0;
+    for (const auto& s : streams_) {
+        n += s != nullptr ? 1 : 0;
+    }
+    return n;
+}
 
 // ---------------------------------------------------------------- poster side
 
@@ -100,12 +129,10 @@ void CommCore::onAdopt(Reactor& reactor) {
             return;
         }
     }
-    // Receivers read every stream; a sender reads its control stream only to notice the
-    // peer going away (nothing is ever sent back after the handshake).
+    // Both ends read every stream: the receiver reads frames, the sender confirmations (and
+    // notices a peer going away).
     for (auto& s : streams_) {
-        if (!isSend() || s->ctrl) {
-            readHeader(*s);
-        }
+        readHeader(*s);
     }
     onDoorbell();
 }
@@ -122,7 +149,26 @@ void CommCore::onDoorbell() {
         pump();
     } else {
         unparkStreams();
+        maybeConfirm(params_.clock->nowNs());
     }
+}
+
+bool CommCore::sendGoodbye(wire::FrameType type) {
+    // Best effort, written directly: on every stream with no send in flight (the bytes of
+    // one frame must never interleave with another's), so that each such stream shows the
+    // goodbye before its end and the peer never mistakes the end for a lost stream. Most
+    // comms close idle.
+    uint8_t frame[wire::kFrameHeaderBytes];
+    wire::encodeFrame({type, 0, 0, 0, 0}, frame);
+    bool any = false;
+    for (auto& s : streams_) {
+        if (s != nullptr && !s->send_op.in_flight) {
+            const ssize_t n =
+                ::send(s->fd.get(), frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
+            any = any || n == static_cast<ssize_t>(sizeof(frame));
+        }
+    }
+    return any;
 }
 
 void CommCore::beginClose() {
@@ -141,45 +187,69 @@ void CommCore::beginClose() {
         observer_->closed(params_.clock->nowNs());
         observer_.reset();
     }
-    for (auto& s : streams_) {
-        if (s->fd.valid()) {
-            // Wakes every in-flight op on the socket (they complete with EOF/errors); data
-            // already accepted by the kernel is still delivered before the FIN.
-            ::shutdown(s->fd.get(), SHUT_RDWR);
-            if (reactor_ != nullptr) {
-                reactor_->cancelFd(s->fd.get());
+    if (!failed() && !peer_closed_) {
+        // The peer fails or finishes at once instead of waiting for a rejoin.
+        (void)sendGoodbye(wire::FrameType::kGoodbye);
+    }
+    for (auto* list : {&streams_, &graveyard_}) {
+        for (auto& s : *list) {
+            if (s != nullptr && s->fd.valid()) {
+                // Wakes every in-flight op on the socket (they complete with EOF/errors); data
+                // already accepted by the kernel is still delivered before the FIN.
+                ::shutdown(s->fd.get(), SHUT_RDWR);
+                if (reactor_ != nullptr) {
+                    reactor_->cancelFd(s->fd.get());
+                }
             }
         }
     }
 }
 
 bool CommCore::quiescent() const {
-    for (const auto& s : streams_) {
-        if (s->send_op.in_flight || s->recv_op.in_flight) {
-            return false;
+    for (const auto* list : {&streams_, &graveyard_}) {
+        for (const auto& s : *list) {
+            if (s != nullptr && (s->send_op.in_flight || s->recv_op.in_flight)) {
+                return false;
+            }
         }
     }
     return true;
 }
 
 void CommCore::finishClose() {
-    for (auto& s : streams_) {
-        if (s->fd.valid() && reactor_ != nullptr) {
-            reactor_->unregisterFd(s->fd.get());
+    for (auto* list : {&streams_, &graveyard_}) {
+        for (auto& s : *list) {
+            if (s == nullptr) {
+                continue;
+            }
+            if (s->fd.valid() && reactor_ != nullptr) {
+                reactor_->unregisterFd(s->fd.get());
+            }
+            // Unread confirmations would turn the close into a reset, which discards what the
+            // kernel still holds for the peer: read them out first.
+            uint8_t sink[4096];
+            while (s->fd.valid() && ::recv(s->fd.get(), sink, sizeof(sink), MSG_DONTWAIT) > 0) {
+            }
+            s->fd.reset();
         }
-        s->fd.reset();
     }
+    graveyard_.clear();
 }
 
 void CommCore::takePosted() {
     // Pairs with the release store in post(): the slots below are fully written.
     const uint64_t upto = posted_seq_.load(std::memory_order_acquire);
+    const bool any = engine_seq_ < upto;
     for (; engine_seq_ < upto; ++engine_seq_) {
         const uint64_t seq = engine_seq_;
         Request& r = slot(seq);
         SlotState& st = state(seq);
-        st = SlotState{};
+        st.unassigned = 0;
+        st.total = 0;
+        st.total_known = false;
         st.complete = false;
+        st.store_wait = false;
+        st.ranges.clear();
         if (!isSend()) {
             continue;
         }
@@ -192,6 +262,9 @@ void CommCore::takePosted() {
         }
     }
     if (!isSend()) {
+        if (any) {
+            noteConfirmable(params_.clock->nowNs());  // the posted watermark moved
+        }
         checkPeerGone();
     }
 }
@@ -215,8 +288,15 @@ void CommCore::fail(Status st) {
             slot(seq).state_.store(Request::kFailed, std::memory_order_release);
         }
     }
+    // The peer must not keep rejoining a comm that failed: tell it, and refuse its rejoins.
+    if (!peer_closed_ && reactor_ != nullptr) {
+        (void)sendGoodbye(wire::FrameType::kAbort);
+    }
+    if (params_.rejoiner != nullptr && rejoin_token_ != 0) {
+        params_.rejoiner->unregister(rejoin_token_);
+    }
     for (auto& s : streams_) {
-        if (s->fd.valid()) {
+        if (s != nullptr && s->fd.valid()) {
             ::shutdown(s->fd.get(), SHUT_RDWR);  // stop both ends; in-flight ops complete
         }
     }
@@ -236,153 +316,53 @@ void CommCore::completeRequest(uint64_t seq, uint64_t result) {
     }
 }
 
-void CommCore::onIoComplete(IoOp* op, int64_t result) {
-    Stream& s = *streams_[static_cast<size_t>(op->tag)];
+void CommCore::onStreamIo(Stream& s, IoOp* op, int64_t result) {
+    if (s.dead) {
+        // A lost incarnation's last operations: a read that was writing into the posted
+        // buffer credits what it wrote; nothing else matters any more.
+        if (op == &s.recv_op && !isSend() && !closing_ && !failed()) {
+            creditPartial(s);
+        }
+        if (op == &s.send_op && isSend()) {
+            if (--graveyard_sends_ == 0) {
+                ledger_->unhold();
+                if (!closing_ && !failed()) {
+                    tryCompletions();
+                }
+            }
+        }
+        reapGraveyard();
+        if (!closing_ && !failed() && !isSend()) {
+            unparkStreams();  // a stream waiting for this read's bytes may go on
+        }
+        return;
+    }
     if (op == &s.send_op) {
-        onSendComplete(s, result);
-    } else {
-        onRecvComplete(s, result);
-    }
-}
-
-// ---------------------------------------------------------------- send path
-
-void CommCore::enqueueInline(uint64_t seq) {
-    Request& r = slot(seq);
-    Stream& c = *streams_[0];
-    // At most kMaxRequests inline messages can be queued, and the ring holds more.
-    static_assert(SegmentRing::kCapacity >= kMaxRequests);
-    Segment& g = c.queue.pushBack();
-    g.slot = static_cast<uint32_t>(seq % kMaxRequests);
-    g.length = static_cast<uint32_t>(r.size_);
-    g.offset = 0;
-    wire::encodeFrame({wire::FrameType::kData, static_cast<uint32_t>(seq),
-                       static_cast<uint32_t>(r.size_), r.size_, 0},
-                      g.header);
-    c.queued_bytes += r.size_;
-}
-
-bool CommCore::admitted() {
-    if (gate_ == nullptr) {
-        return true;
-    }
-    const Nanos now = params_.clock->nowNs();
-    if (granted_ && gate_->holds(now)) {
-        return true;  // the data-path case: one atomic load and a vDSO clock read
-    }
-    if (granted_) {
-        // Slot over with pieces still waiting: hand the link back and queue up again.
-        gate_->release(granted_bytes_, now);
-        granted_ = false;
-    }
-    uint64_t waiting = 0;
-    for (uint32_t i = 0; i < assign_size_; ++i) {
-        waiting += state(assign_q_[(assign_head_ + i) % kMaxRequests]).unassigned;
-    }
-    granted_ = gate_->acquire(waiting, now);
-    granted_bytes_ = 0;
-    ++(granted_ ? engine_counters_.gate_grants : engine_counters_.gate_waits);
-    return granted_;
-}
-
-void CommCore::pump() {
-    const size_t ndata = streams_.size() - 1;
-    while (assign_size_ > 0 && admitted()) {
-        const uint64_t seq = assign_q_[assign_head_];
-        Request& r = slot(seq);
-        SlotState& st = state(seq);
-        for (size_t i = 0; i < ndata; ++i) {
-            const Stream& s = *streams_[i + 1];
-            loads_[i] = s.queue.full() ? std::numeric_limits<uint64_t>::max() : s.queued_bytes;
+        if (isSend()) {
+            onSendComplete(s, result);
+        } else if (!closing_ && !failed()) {
+            confirm_stream_ = nullptr;
+            s.op_control = false;
+            if (result < 0) {
+                loseStream(s, Status::fromErrno("send", static_cast<int>(-result)).message());
+            } else {
+                for (const wire::ConfirmEntry& e : confirm_sent_) {
+                    for (auto& t : streams_) {
+                        if (t != nullptr && t->index == static_cast<int>(e.index) &&
+                            t->epoch == e.epoch) {
+                            t->frames_confirmed = std::max(t->frames_confirmed, e.frames);
+                        }
+                    }
+                }
+                maybeConfirm(params_.clock->nowNs());
+            }
         }
-        auto a = striper_->next(r.size_, st.unassigned, loads_);
-        if (!a) {
-            break;  // every stream is full; resumes when a send completes
-        }
-        Stream& s = *streams_[static_cast<size_t>(a->stream) + 1];
-        if (s.queue.full()) {
-            break;  // kEven picked a full stream: wait for it
-        }
-        const uint64_t offset = r.size_ - st.unassigned;
-        Segment& g = s.queue.pushBack();
-        g.slot = static_cast<uint32_t>(seq % kMaxRequests);
-        g.length = static_cast<uint32_t>(a->length);
-        g.offset = offset;
-        wire::encodeFrame({wire::FrameType::kData, static_cast<uint32_t>(seq),
-                           static_cast<uint32_t>(a->length), r.size_, offset},
-                          g.header);
-        s.queued_bytes += a->length;
-        granted_bytes_ += a->length;
-        st.unassigned -= a->length;
-        if (st.unassigned == 0) {
-            assign_head_ = (assign_head_ + 1) % kMaxRequests;
-            --assign_size_;
-        }
-    }
-    bool idle = assign_size_ == 0;
-    for (auto& s : streams_) {
-        if (!s->send_op.in_flight && s->queue.size > 0) {
-            startSend(*s);
-        }
-        idle = idle && (s->ctrl || s->queue.size == 0);
-    }
-    if (granted_ && idle) {
-        // Every piece is in the kernel: the flow's queue drained, give the link back.
-        gate_->release(granted_bytes_, params_.clock->nowNs());
-        granted_ = false;
-    }
-}
-
-void CommCore::startSend(Stream& s) {
-    IoOp& op = s.send_op;
-    op.iovcnt = 0;
-    op.iov_first = 0;
-    op.done = 0;
-    op.total = 0;
-    uint32_t n = 0;
-    // Several frames per sendmsg: fewer syscalls for small inline messages.
-    while (n < s.queue.size && op.iovcnt + 2 <= IoOp::kMaxIov) {
-        Segment& g = s.queue.at(n);
-        op.iov[op.iovcnt++] = {g.header, wire::kFrameHeaderBytes};
-        op.total += wire::kFrameHeaderBytes;
-        if (g.length > 0) {
-            op.iov[op.iovcnt++] = {reqs_[g.slot].data_ + g.offset, g.length};
-            op.total += g.length;
-        }
-        ++n;
-    }
-    s.in_flight_segs = n;
-    reactor_->submit(&op);
-}
-
-void CommCore::onSendComplete(Stream& s, int64_t result) {
-    if (closing_ || failed()) {
         return;
     }
-    if (result < 0) {
-        fail(Status::fromErrno(
-            "send to " + params_.info.peer.toString() + " on stream " + std::to_string(s.index),
-            static_cast<int>(-result), Code::kRemote));
-        return;
-    }
-    for (uint32_t k = 0; k < s.in_flight_segs; ++k) {
-        Segment& g = s.queue.at(0);
-        Request& r = reqs_[g.slot];
-        const uint64_t seq = r.seq_;
-        SlotState& st = state(seq);
-        st.done += g.length;
-        s.queued_bytes -= g.length;
-        s.bytes += g.length;
-        if (st.unassigned == 0 && st.done == r.size_) {
-            completeRequest(seq, r.size_);
-        }
-        s.queue.popFront();
-    }
-    s.in_flight_segs = 0;
-    pump();
+    onRecvComplete(s, result);
 }
 
-// ---------------------------------------------------------------- receive path
+// ---------------------------------------------------------------- stream incarnations
 
 void CommCore::readHeader(Stream& s) {
     s.phase = RecvPhase::kHeader;
@@ -390,168 +370,298 @@ void CommCore::readHeader(Stream& s) {
     op.buf = s.header;
     op.want = wire::kFrameHeaderBytes;
     op.done = 0;
-    reactor_->submit(&op);
+    submitRecv(s);
 }
 
-void CommCore::onRecvComplete(Stream& s, int64_t result) {
-    if (closing_ || failed()) {
+void CommCore::loseStream(Stream& s, const std::string& cause) {
+    const int index = s.index;
+    Lane& lane = lanes_[static_cast<size_t>(index)];
+    const Nanos now = params_.clock->nowNs();
+    if (peer_closed_ || closing_) {
+        // After the peer's goodbye a stream ending is ordinary; nothing will come back.
+        s.phase = RecvPhase::kStopped;
         return;
     }
-    if (result < 0) {
-        fail(Status::fromErrno(
-            "recv from " + params_.info.peer.toString() + " on stream " + std::to_string(s.index),
-            static_cast<int>(-result), Code::kRemote));
-        return;
+    RecoveryCounters::add(counters_.stream_resets, 1);
+    // A stream that dies again soon after rejoining keeps its backoff: no rejoin storm
+    // against a peer that accepts and drops.
+    if (lane.up_since >= 0 && now - lane.up_since >= 2 * kNsPerSec) {
+        lane.failed_dials = 0;
+    } else if (lane.up_since >= 0 && isSend()) {
+        ++lane.failed_dials;
     }
-    if (result == 0) {
-        onEof(s);
-        return;
-    }
+    lane.up_since = -1;
+    lane.dials = 0;
+    lane.lost_at = now;
+    lane.cause = cause;
+    std::unique_ptr<Stream> dead = std::move(streams_[static_cast<size_t>(index)]);
+    dead->dead = true;
+    lane.bytes_before += dead->bytes;
+    size_t resent = 0;
     if (isSend()) {
-        fail({Code::kRemote, "receiver " + params_.info.peer.toString() +
-                                 " sent unexpected bytes on the control stream"});
-        return;
-    }
-    if (s.phase == RecvPhase::kHeader) {
-        onHeader(s);
+        resent = ledger_->lose(index);
+        if (dead->send_op.in_flight) {
+            // Its send may still read frame memory: keep frames and copies until it ends.
+            ledger_->hold();
+            ++graveyard_sends_;
+        }
     } else {
-        onPayload(s);
-    }
-}
-
-void CommCore::onHeader(Stream& s) {
-    const uint64_t max_len = s.ctrl ? params_.inline_bytes : wire::kMaxFrameLength;
-    Status st = wire::decodeFrame(s.header, max_len, &s.frame);
-    if (st.isOk()) {
-        // Control frames carry whole inline messages; data frames carry non-empty pieces.
-        if (s.ctrl && (s.frame.offset != 0 || s.frame.length != s.frame.total)) {
-            st = {Code::kRemote, "control-stream frame is not a whole inline message"};
-        } else if (!s.ctrl && s.frame.length == 0) {
-            st = {Code::kRemote, "empty data-stream frame"};
+        final_confirms_.push_back({static_cast<uint32_t>(index), dead->epoch, dead->frames_in});
+        if (confirm_stream_ == dead.get()) {
+            confirm_stream_ = nullptr;
         }
+        noteConfirmable(now);
     }
-    if (!st.isOk()) {
-        fail({st.code(), "stream " + std::to_string(s.index) + " from " +
-                             params_.info.peer.toString() + ": " + st.message()});
-        return;
+    ATLAS_LOG_WARN(params_.logger,
+                   "%s comm %016" PRIx64 " with %s: stream %d (epoch %u) lost: %s; %s",
+                   isSend() ? "send" : "recv", params_.info.session_id,
+                   params_.info.peer.toString().c_str(), index, dead->epoch, cause.c_str(),
+                   isSend() ? ("resending its " + std::to_string(resent) +
+                               " unconfirmed frame(s) on the other streams, rejoining")
+                                  .c_str()
+                            : "waiting for the sender to rejoin it");
+    if (dead->fd.valid()) {
+        // Cancel rather than shut down: once its operations are done the socket is closed
+        // with a reset, so the peer learns at once that this incarnation is gone.
+        reactor_->cancelFd(dead->fd.get());
     }
-    // Rebuild the 64-bit sequence number: frames are never older than the oldest incomplete
-    // receive, and never 2^31 messages ahead of it.
-    const uint32_t delta = s.frame.seq - static_cast<uint32_t>(oldest_);
-    if (delta >= (1u << 31)) {
-        fail({Code::kRemote, "frame for message " + std::to_string(s.frame.seq) +
-                                 ", which already completed (duplicate data)"});
-        return;
+    graveyard_.push_back(std::move(dead));
+    reapGraveyard();
+    if (liveCount() == 0 && all_lost_since_ < 0) {
+        all_lost_since_ = now;
+        RecoveryCounters::add(counters_.outages, 1);
+        ATLAS_LOG_WARN(params_.logger,
+                       "%s comm %016" PRIx64
+                       " with %s: every stream lost; pending requests wait "
+                       "up to %" PRId64 " ms (ATLAS_TIMEOUT_MS) for the path to return",
+                       isSend() ? "send" : "recv", params_.info.session_id,
+                       params_.info.peer.toString().c_str(), params_.timeout_ns / kNsPerMs);
     }
-    s.frame_seq = oldest_ + delta;
-    if (s.frame_seq >= engine_seq_) {
-        s.phase = RecvPhase::kParked;  // its receive is not posted yet: stop reading
-        checkPeerGone();
-        return;
-    }
-    attach(s);
-}
-
-void CommCore::attach(Stream& s) {
-    const uint64_t seq = s.frame_seq;
-    Request& r = slot(seq);
-    SlotState& st = state(seq);
-    if (st.complete) {
-        fail({Code::kRemote, "frame for message " + std::to_string(seq) + " after it completed"});
-        return;
-    }
-    if (!st.total_known) {
-        if (s.frame.total > r.size_) {
-            fail({Code::kInvalidUsage,
-                  "message truncated: peer " + params_.info.peer.toString() + " sent " +
-                      std::to_string(s.frame.total) + " bytes but the posted receive holds " +
-                      std::to_string(r.size_) +
-                      " (mismatch in collective sizes or NCCL_PROTO/NCCL_ALGO?)"});
-            return;
-        }
-        st.total = s.frame.total;
-        st.total_known = true;
-        if (observer_ != nullptr) {
-            observer_->arrived(seq, st.total, params_.clock->nowNs());
-        }
-    } else if (s.frame.total != st.total) {
-        fail({Code::kRemote, "inconsistent size for message " + std::to_string(seq)});
-        return;
-    }
-    if (st.done + s.frame.length > st.total) {
-        fail(
-            {Code::kRemote, "more bytes than the message size for message " + std::to_string(seq)});
-        return;
-    }
-    if (s.frame.length == 0) {  // a zero-byte message
-        completeRequest(seq, 0);
-        readHeader(s);
-        return;
-    }
-    s.phase = RecvPhase::kPayload;
-    IoOp& op = s.recv_op;
-    op.buf = r.data_ + s.frame.offset;  // straight into the posted buffer
-    op.want = s.frame.length;
-    op.done = 0;
-    reactor_->submit(&op);
-}
-
-void CommCore::onPayload(Stream& s) {
-    const uint64_t seq = s.frame_seq;
-    SlotState& st = state(seq);
-    st.done += s.frame.length;
-    s.bytes += s.frame.length;
-    if (st.done == st.total) {
-        completeRequest(seq, st.total);
-    }
-    readHeader(s);
-}
-
-void CommCore::onEof(Stream& s) {
     if (isSend()) {
-        fail(
-            {Code::kRemote, "receiver " + params_.info.peer.toString() + " closed the connection"});
-        return;
+        scheduleDial(index, now);
+        pump();
+    } else {
+        checkPeerGone();
     }
-    if (s.phase == RecvPhase::kPayload) {
-        fail({Code::kRemote, "peer " + params_.info.peer.toString() + " closed stream " +
-                                 std::to_string(s.index) + " in the middle of a message"});
-        return;
-    }
-    s.phase = RecvPhase::kStopped;
-    s.eof = true;
-    ++eof_streams_;
-    checkPeerGone();
 }
 
-void CommCore::checkPeerGone() {
-    // Once the peer has closed any stream, pending receives can only be served by streams
-    // still reading, or by a parked stream whose frame belongs to a receive posted since it
-    // parked (unparkStreams() attaches it next: the sender finished and closed before this
-    // receive was posted, which is ordinary). Closed streams hold nothing. If none is left,
-    // the receives can never complete: fail instead of hanging.
-    if (eof_streams_ == 0 || pendingReceives() == 0) {
+void CommCore::reapGraveyard() {
+    for (auto it = graveyard_.begin(); it != graveyard_.end();) {
+        Stream& s = **it;
+        if (s.send_op.in_flight || s.recv_op.in_flight) {
+            ++it;
+            continue;
+        }
+        if (s.fd.valid()) {
+            if (reactor_ != nullptr) {
+                reactor_->unregisterFd(s.fd.get());
+            }
+            const linger lg{1, 0};  // close with a reset: the peer drops this incarnation now
+            ::setsockopt(s.fd.get(), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+            s.fd.reset();
+        }
+        it = graveyard_.erase(it);
+    }
+}
+
+void CommCore::installStream(int index, uint32_t epoch, Fd fd) {
+    Lane& lane = lanes_[static_cast<size_t>(index)];
+    const Nanos now = params_.clock->nowNs();
+    if (isSend() && index > 0) {
+        Status st = setNotsentLowat(fd.get(), params_.notsent_lowat);
+        if (!st.isOk()) {
+            ATLAS_LOG_WARN(params_.logger, "rejoined stream %d: %s", index, st.toString().c_str());
+        }
+    }
+    Status st = reactor_->registerFd(fd.get());
+    if (!st.isOk()) {
+        ATLAS_LOG_WARN(params_.logger, "rejoined stream %d: %s", index, st.toString().c_str());
         return;
     }
-    for (const auto& t : streams_) {
-        if (t->phase == RecvPhase::kHeader || t->phase == RecvPhase::kPayload ||
-            (t->phase == RecvPhase::kParked && t->frame_seq < engine_seq_)) {
+    const Nanos down_ms = lane.lost_at >= 0 ? (now - lane.lost_at) / kNsPerMs : 0;
+    streams_[static_cast<size_t>(index)] = makeStream(index, epoch, std::move(fd));
+    lane.epoch = epoch;
+    RecoveryCounters::add(counters_.rejoins, 1);
+    ATLAS_LOG_WARN(
+        params_.logger,
+        "%s comm %016" PRIx64 " with %s: stream %d rejoined (epoch %u) %" PRId64
+        " ms after it was lost (%s)%s",
+        isSend() ? "send" : "recv", params_.info.session_id, params_.info.peer.toString().c_str(),
+        index, epoch, static_cast<int64_t>(down_ms),
+        lane.cause.empty() ? "replaced by the sender" : lane.cause.c_str(),
+        lane.dials > 0 ? (", after " + std::to_string(lane.dials) + " failed dial(s)").c_str()
+                       : "");
+    lane.lost_at = -1;
+    lane.up_since = now;
+    lane.next_dial = -1;
+    lane.cause.clear();
+    all_lost_since_ = -1;
+    readHeader(*streams_[static_cast<size_t>(index)]);
+}
+
+void CommCore::onArrival(StreamArrival a) {
+    if (closing_ || failed()) {
+        return;  // the fd closes here
+    }
+    if (a.index < 0 || a.index >= static_cast<int>(streams_.size())) {
+        return;
+    }
+    Lane& lane = lanes_[static_cast<size_t>(a.index)];
+    const Nanos now = params_.clock->nowNs();
+    if (isSend()) {
+        lane.dialing = false;
+        if (!a.status.isOk()) {
+            RecoveryCounters::add(counters_.rejoin_failures, 1);
+            if (a.fatal) {
+                fail({Code::kRemote,
+                      "stream " + std::to_string(a.index) +
+                          " cannot rejoin, the receiver is gone: " + a.status.message()});
+                return;
+            }
+            ++lane.failed_dials;
+            if (lane.dials++ == 0) {
+                ATLAS_LOG_INFO(params_.logger,
+                               "send comm %016" PRIx64
+                               ": rejoin of stream %d failed (%s); "
+                               "retrying with backoff",
+                               params_.info.session_id, a.index, a.status.message().c_str());
+            }
+            lane.next_dial = now + RecoveryPolicy::retryDelay(lane.failed_dials);
+            return;
+        }
+        if (streams_[static_cast<size_t>(a.index)] != nullptr || a.epoch != lane.epoch) {
+            return;  // superseded
+        }
+        installStream(a.index, a.epoch, std::move(a.fd));
+        pump();
+        return;
+    }
+    // Receiver: the sender reopened stream `index`; an older incarnation still here is dead
+    // to the sender (it resent that incarnation's unconfirmed frames) and goes.
+    if (a.epoch <= lane.epoch && streams_[static_cast<size_t>(a.index)] != nullptr) {
+        return;
+    }
+    if (Stream* old = live(a.index); old != nullptr) {
+        loseStream(*old, "replaced by the sender's rejoin");
+        if (failed()) {
             return;
         }
     }
-    fail({Code::kRemote, "peer " + params_.info.peer.toString() + " closed the connection with " +
-                             std::to_string(pendingReceives()) + " receive(s) pending"});
+    installStream(a.index, a.epoch, std::move(a.fd));
+    unparkStreams();
 }
 
-void CommCore::unparkStreams() {
-    for (auto& s : streams_) {
-        if (s->phase == RecvPhase::kParked && s->frame_seq < engine_seq_) {
-            attach(*s);
-            if (failed()) {
-                return;
+// ---------------------------------------------------------------- timers and outages
+
+Nanos CommCore::timerAt() const {
+    if (closing_ || failed()) {
+        return -1;
+    }
+    Nanos t = -1;
+    auto consider = [&t](Nanos at) {
+        if (at >= 0 && (t < 0 || at < t)) {
+            t = at;
+        }
+    };
+    if (all_lost_since_ >= 0) {
+        consider(policy_.giveUpAt(all_lost_since_));
+    }
+    if (isSend()) {
+        for (const Lane& l : lanes_) {
+            if (!l.dialing) {
+                consider(l.next_dial);
+            }
+        }
+        consider(stall_check_at_);
+    } else if (confirm_pending_) {
+        consider(params_.cadence.dueAt(true, confirm_bytes_, confirm_first_));
+    }
+    if (faults_ != nullptr) {
+        for (const auto& s : streams_) {
+            // Send side: a stalled stream's queue; receive side: a held read.
+            const Nanos until =
+                s != nullptr ? faults_->stalledUntil(s->index, params_.clock->nowNs()) : 0;
+            if (until > 0) {
+                consider(until);
             }
         }
     }
+    return t;
+}
+
+void CommCore::onTimer(Nanos now) {
+    if (closing_ || failed()) {
+        return;
+    }
+    checkOutage(now);
+    if (failed()) {
+        return;
+    }
+    if (faults_ != nullptr) {
+        for (auto& s : streams_) {
+            if (s != nullptr && s->held && faults_->stalledUntil(s->index, now) == 0) {
+                s->held = false;
+                reactor_->submit(&s->recv_op);
+            }
+        }
+    }
+    if (isSend()) {
+        dialDue(now);
+        checkStalls(now);
+        if (!failed()) {
+            pump();  // a stalled stream (fault seam) may move again
+        }
+    } else {
+        maybeConfirm(now);
+        unparkStreams();
+    }
+}
+
+void CommCore::checkOutage(Nanos now) {
+    if (all_lost_since_ < 0 || now < policy_.giveUpAt(all_lost_since_)) {
+        return;
+    }
+    std::string last;
+    for (const Lane& l : lanes_) {
+        if (!l.cause.empty()) {
+            last = l.cause;
+        }
+    }
+    fail({Code::kRemote, "no stream to " + params_.info.peer.toString() + " has been alive for " +
+                             std::to_string((now - all_lost_since_) / kNsPerMs) +
+                             " ms (ATLAS_TIMEOUT_MS): the peer is gone or the path is down (" +
+                             (isSend() ? "rejoin kept failing; " : "the sender did not rejoin; ") +
+                             "last loss: " + last + ")"});
+}
+
+// ---------------------------------------------------------------- faults (test seam)
+
+void CommCore::applyFaults(Stream& s, uint64_t bytes) {
+    if (faults_ == nullptr) {
+        return;
+    }
+    const FaultInjector::Fired f = faults_->onBytes(s.index, bytes, params_.clock->nowNs());
+    if (f.drop) {
+        ATLAS_LOG_WARN(params_.logger, "fault injection: dropping every stream of comm %016" PRIx64,
+                       params_.info.session_id);
+        for (size_t i = 0; i < streams_.size(); ++i) {
+            resetForFault(static_cast<int>(i));
+        }
+        return;
+    }
+    for (size_t i = 0; i < streams_.size(); ++i) {
+        if (f.reset.test(i)) {
+            resetForFault(static_cast<int>(i));
+        }
+    }
+}
+
+void CommCore::resetForFault(int index) {
+    Stream* s = live(index);
+    if (s == nullptr || failed()) {
+        return;
+    }
+    loseStream(*s, "reset by fault injection (test)");
 }
 
 }  // namespace atlas::transport

@@ -11,13 +11,22 @@
 //   fills `result`, then publishes by storing state = kDone (release); test() reads state
 //   (acquire) before `result`. A failure stores error_ before failed_ (release); readers
 //   load failed_ (acquire) before error_.
+// - Recovery counters (counters()) are relaxed atomics written by the engine, readable by
+//   anyone.
 //
 // Data path (docs/protocol.md): messages up to inline_bytes (and every 0-byte message) travel
-// as one frame on the control stream; larger ones are cut by the Striper into pieces spread
-// over the data streams, each piece preceded by a 32-byte frame header {seq, offset, length,
-// total}. The receiver reads each header and then the payload straight into the posted
-// buffer, in any arrival order. A stream whose next frame belongs to a receive not yet posted
-// stops reading (TCP back-pressure) until that receive is posted.
+// as one frame, on the control stream by preference; larger ones are cut by the Striper into
+// pieces spread over the data streams, each piece preceded by a 32-byte frame header {seq,
+// offset, length, total}. The receiver reads each header and then the payload straight into
+// the posted buffer, in any arrival order. A stream whose next frame belongs to a receive not
+// yet posted stops reading (TCP back-pressure) until that receive is posted.
+//
+// Recovery (docs/protocol.md, "Confirmation and resend", "Rejoin"): the receiver confirms the
+// frames it consumed per stream; the sender keeps every unconfirmed frame in its SendLedger
+// (copying it into the bounded retransmit store when its message completes locally). A stream
+// that fails (error, EOF, stall) is not a comm failure: its unconfirmed frames are resent on
+// the others, and the sender redials it through the Rejoiner with backoff. Only a closed or
+// gone peer, or no live stream for ATLAS_TIMEOUT_MS, fails the comm.
 #pragma once
 
 #include <array>
@@ -29,11 +38,17 @@
 
 #include "atlas/admission.h"
 #include "atlas/common/log.h"
-#include "atlas/recv_observer.h"
 #include "atlas/common/status.h"
+#include "atlas/recv_observer.h"
 #include "atlas/stream_stats.h"
+#include "transport/auth.h"
+#include "transport/faults.h"
 #include "transport/net.h"
+#include "transport/ranges.h"
 #include "transport/reactor.h"
+#include "transport/recovery.h"
+#include "transport/rejoiner.h"
+#include "transport/send_ledger.h"
 #include "transport/socket_util.h"
 #include "transport/striper.h"
 #include "transport/wire.h"
@@ -71,9 +86,18 @@ struct CommParams {
     CommInfo info;
     Logger logger;
     const Clock* clock = &MonotonicClock::instance();
+    // Recovery.
+    AuthContext auth;                     // the session's setup nonces (rejoin MACs)
+    SocketAddress rejoin_peer;            // send: the receiving process's rejoin listener
+    uint64_t resend_bytes = 64ull << 20;  // retransmit store bound (ATLAS_RESEND_BYTES)
+    Nanos timeout_ns = 30 * kNsPerSec;    // ATLAS_TIMEOUT_MS
+    ConfirmCadence cadence;
+    uint32_t notsent_lowat = 512 * 1024;  // data streams (send side), also for rejoined ones
+    std::vector<FaultSpec> faults;        // test seam; empty in production
+    Rejoiner* rejoiner = nullptr;
 };
 
-class CommCore final : public IoHandler {
+class CommCore final {
   public:
     // `fds[0]` is the control stream, the rest are data streams, all connected and
     // handshaken. Call only from setup code; the comm starts moving data once adopted.
@@ -91,6 +115,7 @@ class CommCore final : public IoHandler {
     const Status& error() const { return error_; }
     const CommInfo& info() const { return params_.info; }
     Engine* engine() const { return engine_; }
+    const RecoveryCounters& counters() const { return counters_; }
     // Poster side, before the first post: published to the engine by post()'s release store
     // (the engine reads gate_ only once a posted message waits for striping).
     void setGate(std::unique_ptr<FlowGate> gate) { gate_ = std::move(gate); }
@@ -102,105 +127,162 @@ class CommCore final : public IoHandler {
     void setStatsSink(std::unique_ptr<CommStatsSink> sink, Nanos interval_ns);
     // Engine thread: samples when the interval is due (cheap when not).
     void maybeSample(Nanos now_ns);
+    // Setup code, before adoption: the comm's registration with the rejoiner.
+    void setRejoinToken(uint64_t token) { rejoin_token_ = token; }
+    uint64_t rejoinToken() const { return rejoin_token_; }
 
     // ---- Engine thread only ----
     void onAdopt(Reactor& reactor);
     void onDoorbell();
     void beginClose();
-    bool quiescent() const;  // no I/O op in flight
-    void finishClose();      // unregisters and closes the sockets
-    void onIoComplete(IoOp* op, int64_t result) override;
+    bool quiescent() const;           // no I/O op in flight
+    void finishClose();               // unregisters and closes the sockets
+    void onArrival(StreamArrival a);  // a rejoined stream, or a failed dial
+    Nanos timerAt() const;            // earliest timer on the comm clock; -1: none
+    void onTimer(Nanos now);
+    Nanos clockNow() const { return params_.clock->nowNs(); }
 
     // Doorbell plumbing owned by Engine (see engine.cc).
     std::atomic<bool> doorbell_pending_{false};
     CommCore* next_ready_ = nullptr;
 
   private:
-    struct Segment {
-        uint32_t slot = 0;
-        uint32_t length = 0;  // payload bytes
-        uint8_t header[wire::kFrameHeaderBytes]{};
-        uint64_t offset = 0;
+    enum class RecvPhase : uint8_t {
+        kHeader,       // reading a frame header
+        kPayload,      // reading a data frame's payload (in runs: into the buffer or drained)
+        kBody,         // reading a confirmation body (send side)
+        kParked,       // next frame's receive not posted yet: not reading
+        kWaitOverlap,  // its frame overlaps another stream's read in flight: waits for it
+        kStopped,      // end of stream after the peer's goodbye
     };
-    // Fixed-capacity FIFO; no allocation on the data path.
-    struct SegmentRing {
-        static constexpr uint32_t kCapacity = 64;
-        std::array<Segment, kCapacity> items;
-        uint32_t head = 0, size = 0;
-        bool full() const { return size == kCapacity; }
-        Segment& at(uint32_t i) { return items[(head + i) % kCapacity]; }
-        Segment& pushBack() { return items[(head + size++) % kCapacity]; }
-        void popFront() { head = (head + 1) % kCapacity, --size; }
-    };
-    enum class RecvPhase : uint8_t { kHeader, kPayload, kParked, kStopped };
-    struct Stream {
+    // One incarnation of one stream. Lost incarnations move to the graveyard until their
+    // operations have completed; then their socket is closed with a reset.
+    struct Stream final : IoHandler {
+        CommCore* comm = nullptr;
         int index = 0;
-        bool ctrl = false;
+        uint32_t epoch = 0;
+        bool dead = false;
         Fd fd;
-        // send path
-        IoOp send_op;
-        SegmentRing queue;
-        uint32_t in_flight_segs = 0;
-        uint64_t queued_bytes = 0;  // assigned and not yet accepted by the kernel
-        // recv path (on a send comm only the control stream reads, to notice a dead peer)
-        IoOp recv_op;
+        IoOp send_op, recv_op;
+        // Reading.
         RecvPhase phase = RecvPhase::kHeader;
         uint8_t header[wire::kFrameHeaderBytes]{};
         wire::FrameHeader frame;
         uint64_t frame_seq = 0;
-        bool eof = false;
-        uint64_t bytes = 0;  // payload bytes moved, for stats
+        uint64_t pos = 0;  // payload bytes of the frame consumed so far
+        uint64_t run_len = 0;
+        bool run_to_buffer = false;  // the read in flight writes into the posted buffer
+        bool duplicate = false;      // the whole frame is a resend of delivered data
+        bool held = false;           // recv op prepared but held by a stall fault (test seam)
+        std::unique_ptr<uint8_t[]> scratch;  // drained duplicates / confirmation bodies
+        uint64_t frames_in = 0;              // recv: frames consumed in this incarnation
+        uint64_t frames_confirmed = 0;       // recv: the count last sent in a confirmation
+        // Writing.
+        uint32_t op_frames = 0;   // send: ledger frames in the send in flight
+        bool op_control = false;  // recv: a confirmation is in flight here
+        uint8_t flip_byte = 0;    // fault seam: the flipped byte's private copy
+        uint8_t flip_header[wire::kFrameHeaderBytes]{};
+        Nanos progress_at = 0;  // send: last advance of its confirmations (stall rule)
+        uint64_t bytes = 0;     // payload bytes moved in this incarnation
+
+        void onIoComplete(IoOp* op, int64_t result) override {
+            comm->onStreamIo(*this, op, result);
+        }
+    };
+    // Per stream index: recovery state across incarnations.
+    struct Lane {
+        uint32_t epoch = 0;         // of the current (or last) incarnation
+        Nanos lost_at = -1;         // -1: live
+        uint64_t bytes_before = 0;  // payload bytes moved by its lost incarnations (stats)
+        Nanos up_since = 0;         // when the current incarnation joined; -1 while lost
+        int failed_dials = 0;       // backoff level (kept if the stream dies again soon)
+        int dials = 0;              // attempts since the loss
+        Nanos next_dial = -1;       // send: when to dial next; -1 none
+        bool dialing = false;       // send: an attempt is with the rejoiner
+        std::string cause;          // why it was lost (logged once, and at rejoin)
     };
     // Engine-side bookkeeping per slot.
     struct SlotState {
-        uint64_t unassigned = 0;  // send: bytes not yet given to a stream
-        uint64_t done = 0;        // send: bytes accepted by the kernel; recv: bytes received
+        uint64_t unassigned = 0;  // send: bytes not yet cut into pieces
         uint64_t total = 0;       // recv: message size once the first frame arrived
         bool total_known = false;
         bool complete = true;
+        bool store_wait = false;  // send: counted once in store_full_waits
+        ReceivedRanges ranges;    // recv: bytes written into the posted buffer
     };
 
     bool isSend() const { return params_.role == CommParams::Role::kSend; }
     Request& slot(uint64_t seq) { return reqs_[seq % kMaxRequests]; }
     SlotState& state(uint64_t seq) { return slots_[seq % kMaxRequests]; }
+    Stream* live(int index) const { return streams_[static_cast<size_t>(index)].get(); }
+    int liveCount() const;
 
+    void onStreamIo(Stream& s, IoOp* op, int64_t result);
     void takePosted();
     void fail(Status st);
     void completeRequest(uint64_t seq, uint64_t result);
-    // send side
+    std::unique_ptr<Stream> makeStream(int index, uint32_t epoch, Fd fd);
+    // Stream `s` (live) failed: recovery, or comm failure when recovery cannot help.
+    void loseStream(Stream& s, const std::string& cause);
+    void installStream(int index, uint32_t epoch, Fd fd);
+    void reapGraveyard();
+    void checkOutage(Nanos now);
+    void applyFaults(Stream& s, uint64_t bytes);
+    void resetForFault(int index);
+    bool sendGoodbye(wire::FrameType type);
+    void readHeader(Stream& s);
+    void submitRecv(Stream& s);
+    // send side (comm_send.cc)
     void enqueueInline(uint64_t seq);
     void pump();
+    bool placeUnplaced();
+    bool safeFor(int index, uint64_t seq) const;
     void startSend(Stream& s);
     void onSendComplete(Stream& s, int64_t result);
-    // recv side
-    void readHeader(Stream& s);
-    void onHeader(Stream& s);
-    void attach(Stream& s);
-    void onPayload(Stream& s);
-    void onRecvComplete(Stream& s, int64_t result);
-    void onEof(Stream& s);
-    void checkPeerGone();
-    void unparkStreams();
-    uint64_t pendingReceives() const { return engine_seq_ - oldest_; }
-
+    void tryCompletions();
+    void onSenderHeader(Stream& s);
+    void onConfirmBody(Stream& s);
+    void scheduleDial(int index, Nanos now);
+    void dialDue(Nanos now);
+    void checkStalls(Nanos now);
     bool admitted();  // engine: may striping continue now? (asks the gate)
     void sampleStats(CommStatsSink& sink, Nanos now_ns);  // engine (comm_stats.cc)
+    // recv side (comm_recv.cc)
+    void onRecvComplete(Stream& s, int64_t result);
+    void onHeader(Stream& s);
+    void attach(Stream& s);
+    void nextRun(Stream& s);
+    void onPayload(Stream& s, uint64_t n);
+    void frameDone(Stream& s);
+    void creditPartial(Stream& s);
+    void checkPeerGone();
+    void unparkStreams();
+    void noteConfirmable(Nanos now);
+    void maybeConfirm(Nanos now);
+    uint64_t pendingReceives() const { return engine_seq_ - oldest_; }
 
     CommParams params_;
     Engine* engine_;
-    std::unique_ptr<FlowGate> gate_;  // null: not arbitrated
-    std::unique_ptr<RecvObserver> observer_;  // null: receives not watched
-    bool granted_ = false;            // engine: holding the gate's grant
-    uint64_t granted_bytes_ = 0;      // striped under the current grant
-    CommEngineCounters engine_counters_;  // engine: gate waits/grants, for the stats sink
-    std::unique_ptr<CommStatsSink> stats_owned_;   // set once by the poster; freed with the comm
-    std::atomic<CommStatsSink*> stats_{nullptr};   // the engine's view of stats_owned_
-    Nanos stats_interval_ns_ = 0;                  // written before stats_ is published
-    Nanos next_sample_ns_ = 0;                     // engine
+    RecoveryPolicy policy_;
+    std::unique_ptr<FlowGate> gate_;              // null: not arbitrated
+    std::unique_ptr<RecvObserver> observer_;      // null: receives not watched
+    bool granted_ = false;                        // engine: holding the gate's grant
+    uint64_t granted_bytes_ = 0;                  // striped under the current grant
+    CommEngineCounters engine_counters_;          // engine: gate waits/grants, for the stats sink
+    std::unique_ptr<CommStatsSink> stats_owned_;  // set once by the poster; freed with the comm
+    std::atomic<CommStatsSink*> stats_{nullptr};  // the engine's view of stats_owned_
+    Nanos stats_interval_ns_ = 0;                 // written before stats_ is published
+    Nanos next_sample_ns_ = 0;                    // engine
     Reactor* reactor_ = nullptr;
-    std::vector<std::unique_ptr<Stream>> streams_;  // [0] = control
+    std::vector<std::unique_ptr<Stream>> streams_;  // [0] = control; null while lost
+    std::vector<std::unique_ptr<Stream>> graveyard_;
+    std::vector<Lane> lanes_;
     std::unique_ptr<Striper> striper_;
-    std::vector<uint64_t> loads_;  // scratch for the striper
+    std::vector<uint64_t> loads_;            // scratch for the striper
+    std::unique_ptr<SendLedger> ledger_;     // send side
+    std::unique_ptr<FaultInjector> faults_;  // null: no faults planned (production)
+    RecoveryCounters counters_;
+    uint64_t rejoin_token_ = 0;
 
     // Poster side.
     uint64_t post_seq_ = 0;
@@ -217,8 +299,21 @@ class CommCore final : public IoHandler {
     uint64_t oldest_ = 0;      // lowest seq not yet complete
     std::array<uint64_t, kMaxRequests> assign_q_{};  // send: seqs waiting for the striper
     uint32_t assign_head_ = 0, assign_size_ = 0;
-    int eof_streams_ = 0;
+    uint64_t peer_posted_ = 0;  // send: the receiver's posted count, as last confirmed
+    bool peer_closed_ = false;  // the peer said goodbye
     bool closing_ = false;
+    Nanos all_lost_since_ = -1;  // -1: some stream is live
+    int graveyard_sends_ = 0;    // graveyard streams with a send in flight (ledger held)
+    Nanos stall_check_at_ = -1;  // send: next stall check
+    // recv: confirmations.
+    bool confirm_pending_ = false;
+    Nanos confirm_first_ = 0;
+    uint64_t confirm_bytes_ = 0;
+    uint64_t confirmed_posted_ = 0;
+    Stream* confirm_stream_ = nullptr;  // the stream a confirmation is being sent on
+    uint8_t confirm_buf_[wire::kFrameHeaderBytes + wire::kMaxConfirmBody]{};
+    std::vector<wire::ConfirmEntry> final_confirms_;  // lost incarnations' last counts
+    std::vector<wire::ConfirmEntry> confirm_sent_;    // entries of the confirmation in flight
 };
 
 }  // namespace atlas::transport

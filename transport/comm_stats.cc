@@ -29,11 +29,14 @@ void CommCore::maybeSample(Nanos now_ns) {
 }
 
 void CommCore::sampleStats(CommStatsSink& sink, Nanos now_ns) {
-    for (const auto& s : streams_) {
+    for (size_t i = 0; i < streams_.size(); ++i) {
+        // Per stream index, across its incarnations; a lost stream reports no TCP_INFO until
+        // it rejoins.
+        const Stream* s = streams_[i].get();
         StreamSample sample;
-        sample.stream = s->index;
-        sample.bytes = s->bytes;
-        if (s->fd.valid()) {
+        sample.stream = static_cast<int>(i);
+        sample.bytes = lanes_[i].bytes_before + (s != nullptr ? s->bytes : 0);
+        if (s != nullptr && s->fd.valid()) {
             sample.tcp_info_ok = readTcpInfo(s->fd.get(), now_ns, &sample.tcp).isOk();
         }
         sink.stream(sample);

@@ -55,7 +55,7 @@ void Engine::adopt(CommCore* comm) {
     comm_count_.fetch_add(1, std::memory_order_relaxed);
     {
         std::lock_guard<std::mutex> lock(mu_);
-        commands_.push_back({Command::kAdopt, comm, nullptr});
+        commands_.push_back({Command::kAdopt, comm, nullptr, {}});
     }
     has_commands_.store(true, std::memory_order_seq_cst);
     wakeIfSleeping();
@@ -83,11 +83,20 @@ void Engine::wakeIfSleeping() {
     }
 }
 
+void Engine::deliver(CommCore* comm, StreamArrival arrival) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        commands_.push_back({Command::kArrival, comm, nullptr, std::move(arrival)});
+    }
+    has_commands_.store(true, std::memory_order_seq_cst);
+    wakeIfSleeping();
+}
+
 Status Engine::release(CommCore* comm, Nanos timeout_ns) {
     auto rel = std::make_shared<Release>(Release{comm});
     {
         std::lock_guard<std::mutex> lock(mu_);
-        commands_.push_back({Command::kRelease, comm, rel});
+        commands_.push_back({Command::kRelease, comm, rel, {}});
     }
     has_commands_.store(true, std::memory_order_seq_cst);
     wakeIfSleeping();
@@ -129,6 +138,11 @@ void Engine::run() {
         if (!closing_.empty()) {
             timeout = std::min<Nanos>(timeout < 0 ? kNsPerMs : timeout, kNsPerMs);  // drain ops
         }
+        const Nanos next_timer = runTimers(now);
+        if (next_timer >= 0) {
+            const Nanos wait = std::max<Nanos>(0, next_timer - now);
+            timeout = timeout < 0 ? wait : std::min(timeout, wait);
+        }
         if (now - last_activity < spin_ns_) {
             timeout = 0;  // spinning: poll without sleeping; posters need not wake us
         } else {
@@ -157,15 +171,43 @@ void Engine::processCommands() {
         std::lock_guard<std::mutex> lock(mu_);
         cmds.swap(commands_);
     }
-    for (const Command& c : cmds) {
+    for (Command& c : cmds) {
         if (c.kind == Command::kAdopt) {
             comms_.push_back(c.comm);
             c.comm->onAdopt(*reactor_);
+        } else if (c.kind == Command::kArrival) {
+            c.comm->onArrival(std::move(c.arrival));
         } else {
             c.comm->beginClose();
             closing_.push_back(c.release);
         }
     }
+}
+
+Nanos Engine::runTimers(Nanos now) {
+    // Engine clock (monotonic) and comm clocks agree unless a test injected a clock; timers
+    // are then compared on the comm's own clock.
+    Nanos next = -1;
+    for (CommCore* c : comms_) {
+        const Nanos at = c->timerAt();
+        if (at < 0) {
+            continue;
+        }
+        const Nanos cnow = c->clockNow();
+        if (at <= cnow) {
+            c->onTimer(cnow);
+            const Nanos again = c->timerAt();
+            if (again < 0) {
+                continue;
+            }
+            next = next < 0 ? now + std::max<Nanos>(0, again - cnow)
+                            : std::min(next, now + std::max<Nanos>(0, again - cnow));
+            continue;
+        }
+        const Nanos due = now + (at - cnow);
+        next = next < 0 ? due : std::min(next, due);
+    }
+    return next;
 }
 
 bool Engine::processDoorbells() {

@@ -19,6 +19,7 @@
 #include "atlas/common/status.h"
 #include "transport/net.h"
 #include "transport/reactor.h"
+#include "transport/rejoiner.h"
 
 namespace atlas::transport {
 
@@ -43,6 +44,9 @@ class Engine {
     void adopt(CommCore* comm);
     // Any thread (the comm's poster): new requests were posted on `comm`.
     void ring(CommCore* comm);
+    // Any thread (the rejoiner): the outcome of a rejoin for `comm`, handed to it on this
+    // engine's thread (CommCore::onArrival). Must be called before `comm`'s release() is.
+    void deliver(CommCore* comm, StreamArrival arrival);
     // Any thread but the engine's: stops the comm's I/O and waits until the engine holds no
     // reference to it. Returns kTimeout if the engine did not finish within `timeout_ns`; the
     // comm must then be leaked rather than freed.
@@ -64,10 +68,13 @@ class Engine {
         bool done = false;
     };
     struct Command {
-        enum Kind { kAdopt, kRelease } kind;
+        enum Kind { kAdopt, kRelease, kArrival } kind;
         CommCore* comm;
         std::shared_ptr<Release> release;  // shared: a timed-out waiter may leave first
+        StreamArrival arrival;             // kArrival
     };
+    // Runs the comms' due timers; returns the earliest pending timer (-1: none).
+    Nanos runTimers(Nanos now);
 
     const int index_;
     const Nanos spin_ns_;

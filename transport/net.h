@@ -20,13 +20,16 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "atlas/admission.h"
-#include "atlas/recv_observer.h"
-#include "atlas/stream_stats.h"
 #include "atlas/common/clock.h"
 #include "atlas/common/log.h"
 #include "atlas/common/status.h"
+#include "atlas/recv_observer.h"
+#include "atlas/stream_stats.h"
+#include "transport/faults.h"
+#include "transport/recovery.h"
 
 namespace atlas::transport {
 
@@ -50,7 +53,15 @@ struct TransportConfig {
     size_t chunk_bytes = 512 * 1024;  // striping unit on data streams
     size_t inline_bytes = 4096;       // messages up to this size go inline on the control stream
     StripeMode stripe = StripeMode::kLoadAware;
-    int timeout_ms = 30000;                 // dead-peer bound (keepalive, TCP_USER_TIMEOUT, setup)
+    int timeout_ms = 30000;  // dead-peer and outage bound (keepalive, TCP_USER_TIMEOUT, setup,
+                             // longest time without any live stream)
+    // Retransmit store bound per send comm (ATLAS_RESEND_BYTES): copies of sent, unconfirmed
+    // data whose send completed locally. Full: sends stay incomplete until confirmations free
+    // room.
+    uint64_t resend_bytes = 64ull << 20;
+    ConfirmCadence confirm;  // receiver's confirmation cadence (docs/protocol.md)
+    // TEST-ONLY fault plan (transport/faults.h); the plugin sets it only for ATLAS_TEST_MODE=1.
+    std::vector<FaultSpec> faults;
     std::string auth_key;                   // empty: no authentication
     uint64_t link_bps = 10'000'000'000ull;  // assumed path rate for the automatic stream rule
     Logger logger;
@@ -81,7 +92,7 @@ class ListenComm;
 struct CommInfo {
     uint64_t session_id = 0;
     int nstreams = 0;
-    Nanos rtt_ns = 0;  // measured during the handshake (min of samples)
+    Nanos rtt_ns = 0;           // measured during the handshake (min of samples)
     uint64_t inline_bytes = 0;  // messages up to this size (and empty ones) travel inline
     SocketAddress local;
     SocketAddress peer;
@@ -134,6 +145,8 @@ class ListenComm {
     // a warning and never affect a comm.
     Status accept(std::unique_ptr<RecvComm>* out);
     const SocketAddress& address() const;
+    // The port of this process's rejoin listener for this address (advertised to connectors).
+    uint16_t rejoinPort() const;
 
     struct Impl;
     explicit ListenComm(std::unique_ptr<Impl> impl);
@@ -164,6 +177,8 @@ class SendComm {
     // `sink` every `interval_ns` and once when the comm closes (include/atlas/stream_stats.h).
     // Once per comm, from the comm's poster thread; the comm owns the sink.
     void setStatsSink(std::unique_ptr<CommStatsSink> sink, Nanos interval_ns);
+    // What recovery did on this comm (resets, rejoins, resends...); readable from any thread.
+    const RecoveryCounters& recovery() const;
 
     struct Impl;
     explicit SendComm(std::unique_ptr<Impl> impl);
@@ -184,6 +199,7 @@ class RecvComm {
     void setObserver(std::unique_ptr<RecvObserver> observer);
     // As SendComm::setStatsSink.
     void setStatsSink(std::unique_ptr<CommStatsSink> sink, Nanos interval_ns);
+    const RecoveryCounters& recovery() const;
 
     struct Impl;
     explicit RecvComm(std::unique_ptr<Impl> impl);

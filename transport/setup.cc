@@ -37,12 +37,12 @@ Status HsConn::flush() {
     return Status::ok();
 }
 
-Status HsConn::fill(bool* eof) {
+Status HsConn::fill(bool* eof, size_t limit) {
     *eof = false;
     uint8_t buf[1024];
     // Handshake messages are tiny; cap what a peer can make us buffer.
-    while (in_.size() < 4 * wire::kHsMaxMessage) {
-        ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), MSG_DONTWAIT);
+    while (in_.size() < limit) {
+        ssize_t n = ::recv(fd_.get(), buf, std::min(sizeof(buf), limit - in_.size()), MSG_DONTWAIT);
         if (n > 0) {
             in_.insert(in_.end(), buf, buf + n);
             continue;
@@ -78,31 +78,6 @@ Result<bool> HsConn::take(wire::HsHeader* header, std::vector<uint8_t>* body) {
 
 namespace {
 
-// Zero-timeout poll for a non-blocking connect; returns 1 connected, 0 pending, -errno.
-int pollConnected(int fd) {
-    pollfd p{fd, POLLOUT, 0};
-    int rc = ::poll(&p, 1, 0);
-    if (rc == 0) {
-        return 0;
-    }
-    if (rc < 0) {
-        return errno == EINTR ? 0 : -errno;
-    }
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
-        return -errno;
-    }
-    return err == 0 ? 1 : -err;
-}
-
-template <typename Msg>
-void queueMsg(HsConn& c, const Msg& m) {
-    uint8_t buf[wire::kHsMaxMessage];
-    const size_t n = wire::encode(m, buf);
-    c.queue(buf, n);
-}
-
 template <typename Msg>
 Status expect(const wire::HsHeader& h, const std::vector<uint8_t>& body, wire::HsType type,
               Msg* out, const char* what) {
@@ -129,19 +104,6 @@ SocketAddress handlePeer(const wire::HandleInfo& info) {
         a.len = sizeof(sockaddr_in6);
     }
     return a;
-}
-
-Result<Fd> startConnect(const SocketAddress& peer, const SocketOptions& opts) {
-    auto fd = makeTcpSocket(peer.family());
-    if (!fd.isOk()) {
-        return fd.status();
-    }
-    ATLAS_RETURN_IF_ERROR(applyStreamOptions(fd->get(), opts));
-    if (::connect(fd->get(), reinterpret_cast<const sockaddr*>(&peer.storage), peer.len) != 0 &&
-        errno != EINPROGRESS) {
-        return Status::fromErrno("connect to " + peer.toString(), errno, Code::kRemote);
-    }
-    return std::move(fd.value());
 }
 
 bool retriableConnectError(int err) {
@@ -224,12 +186,13 @@ Status Connector::onHelloAck(const wire::HelloAck& ack, Nanos now) {
         rtt_ns_ = std::min(rtt_ns_, kernel_rtt);
     }
     auth_.server_nonce = ack.server_nonce;
+    rejoin_port_ = ack.rejoin_port;
     if (!cfg_.auth_key.empty()) {
         if (ack.auth == 0) {
             return {Code::kRemote, "listener " + peer_.toString() +
                                        " has no ATLAS_AUTH_KEY but this side requires one"};
         }
-        if (!macEqual(ack.server_mac, serverMac(cfg_.auth_key, auth_))) {
+        if (!macEqual(ack.server_mac, serverMac(cfg_.auth_key, auth_, ack.rejoin_port))) {
             return {Code::kRemote, "listener " + peer_.toString() +
                                        " failed authentication (ATLAS_AUTH_KEY differs)"};
         }
@@ -325,6 +288,14 @@ Status Connector::finish(std::unique_ptr<SendComm>* out) {
     if (auto local = localAddress(fds[0].get()); local.isOk()) {
         params.info.local = local.value();
     }
+    params.auth = auth_;
+    params.rejoin_peer = peer_;
+    if (peer_.family() == AF_INET) {
+        reinterpret_cast<sockaddr_in*>(&params.rejoin_peer.storage)->sin_port = htons(rejoin_port_);
+    } else {
+        reinterpret_cast<sockaddr_in6*>(&params.rejoin_peer.storage)->sin6_port =
+            htons(rejoin_port_);
+    }
     ATLAS_LOG_INFO(cfg_.logger,
                    "send comm %016" PRIx64
                    " to %s: %d data streams (%s), chunk %u B, "
@@ -346,7 +317,10 @@ Status Connector::step(std::unique_ptr<SendComm>* out) {
     }
     ATLAS_RETURN_IF_ERROR(ctrl_.flush());
     bool eof = false;
-    ATLAS_RETURN_IF_ERROR(ctrl_.fill(&eof));
+    // Once Ready is sent the listener's comm may write frames (confirmations) right behind
+    // it: read exactly up to the end of Ready, never into the comm's bytes.
+    ATLAS_RETURN_IF_ERROR(
+        ctrl_.fill(&eof, phase_ == Phase::kHello ? 4 * wire::kHsMaxMessage : wire::kReadyBytes));
     wire::HsHeader h;
     std::vector<uint8_t> body;
     auto got = ctrl_.take(&h, &body);
@@ -384,8 +358,9 @@ Status Connector::step(std::unique_ptr<SendComm>* out) {
 
 // ---------------------------------------------------------------- listener
 
-ListenComm::Impl::Impl(Transport& t, Fd fd, const SocketAddress& addr, uint64_t listen_id)
-    : t_(t), fd_(std::move(fd)), addr_(addr), listen_id_(listen_id) {}
+ListenComm::Impl::Impl(Transport& t, Fd fd, const SocketAddress& addr, uint64_t listen_id,
+                       uint16_t rejoin_port)
+    : t_(t), fd_(std::move(fd)), addr_(addr), listen_id_(listen_id), rejoin_port_(rejoin_port) {}
 
 void ListenComm::Impl::warnDrop(int fd, const std::string& why) {
     // Strangers must not flood NCCL's log: the first few drops are warnings, then silence.
@@ -441,9 +416,10 @@ bool ListenComm::Impl::servePending(Pending& p, Nanos now) {
             }
             wire::HelloAck ack;
             ack.server_nonce = s.auth.server_nonce;
+            ack.rejoin_port = rejoin_port_;
             if (!cfg.auth_key.empty()) {
                 ack.auth = 1;
-                ack.server_mac = serverMac(cfg.auth_key, s.auth);
+                ack.server_mac = serverMac(cfg.auth_key, s.auth, rejoin_port_);
             }
             if (auto peer = peerAddress(p.conn.fd()); peer.isOk()) {
                 s.peer = peer.value();
@@ -564,6 +540,7 @@ Status ListenComm::Impl::serveSession(Session& s, Nanos now, std::unique_ptr<Rec
     params.info.peer = s.peer;
     params.info.local = addr_;
     params.info.authenticated = !cfg.auth_key.empty();
+    params.auth = s.auth;
     ATLAS_LOG_INFO(cfg.logger,
                    "recv comm %016" PRIx64
                    " from %s: %u data streams, "

@@ -20,38 +20,13 @@
 
 #include "transport/auth.h"
 #include "transport/comm_core.h"
+#include "transport/hs_conn.h"
 #include "transport/net.h"
 #include "transport/socket_util.h"
 #include "transport/stream_plan.h"
 #include "transport/wire.h"
 
 namespace atlas::transport {
-
-// A socket in handshake: buffered non-blocking reads and writes of handshake messages.
-class HsConn {
-  public:
-    HsConn() = default;
-    explicit HsConn(Fd fd) : fd_(std::move(fd)) {}
-
-    int fd() const { return fd_.get(); }
-    Fd takeFd() { return std::move(fd_); }
-    bool hasOutput() const { return out_off_ < out_.size(); }
-    bool hasInput() const { return !in_.empty(); }
-
-    void queue(const uint8_t* bytes, size_t len) { out_.insert(out_.end(), bytes, bytes + len); }
-    // Writes what the socket accepts now.
-    Status flush();
-    // Reads what is available now; *eof set when the peer closed.
-    Status fill(bool* eof);
-    // Pops one complete message if buffered. Returns false (and OK) if incomplete.
-    Result<bool> take(wire::HsHeader* header, std::vector<uint8_t>* body);
-
-  private:
-    Fd fd_;
-    std::vector<uint8_t> in_;
-    std::vector<uint8_t> out_;
-    size_t out_off_ = 0;
-};
 
 class Connector {
   public:
@@ -83,12 +58,13 @@ class Connector {
     Nanos rtt_ns_ = 0;
     int attempts_ = 0;
     AuthContext auth_;
+    uint16_t rejoin_port_ = 0;
     wire::Config plan_;
     std::string plan_reason_;
 };
 
 struct ListenComm::Impl {
-    Impl(Transport& t, Fd fd, const SocketAddress& addr, uint64_t listen_id);
+    Impl(Transport& t, Fd fd, const SocketAddress& addr, uint64_t listen_id, uint16_t rejoin_port);
     Status accept(std::unique_ptr<RecvComm>* out);
 
     struct Pending {
@@ -118,6 +94,7 @@ struct ListenComm::Impl {
     Fd fd_;
     SocketAddress addr_;
     uint64_t listen_id_;
+    uint16_t rejoin_port_;
     std::list<Pending> pending_;
     std::map<uint64_t, Session> sessions_;
     int warnings_ = 0;

@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -134,6 +135,36 @@ Status applyStreamOptions(int fd, const SocketOptions& opts) {
             setBuffer(fd, SO_RCVBUF, SO_RCVBUFFORCE, opts.sockbuf_bytes, "SO_RCVBUF"));
     }
     return Status::ok();
+}
+
+int pollConnected(int fd) {
+    pollfd p{fd, POLLOUT, 0};
+    int rc = ::poll(&p, 1, 0);
+    if (rc == 0) {
+        return 0;
+    }
+    if (rc < 0) {
+        return errno == EINTR ? 0 : -errno;
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        return -errno;
+    }
+    return err == 0 ? 1 : -err;
+}
+
+Result<Fd> startConnect(const SocketAddress& peer, const SocketOptions& opts) {
+    auto fd = makeTcpSocket(peer.family());
+    if (!fd.isOk()) {
+        return fd.status();
+    }
+    ATLAS_RETURN_IF_ERROR(applyStreamOptions(fd->get(), opts));
+    if (::connect(fd->get(), reinterpret_cast<const sockaddr*>(&peer.storage), peer.len) != 0 &&
+        errno != EINPROGRESS) {
+        return Status::fromErrno("connect to " + peer.toString(), errno, Code::kRemote);
+    }
+    return std::move(fd.value());
 }
 
 Status setNotsentLowat(int fd, uint32_t bytes) {

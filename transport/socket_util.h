@@ -53,6 +53,11 @@ struct SocketOptions {
 
 // A non-blocking, close-on-exec TCP socket of the given family.
 Result<Fd> makeTcpSocket(int family);
+// Starts a non-blocking connect of a new stream socket (options applied first); the
+// connection completes later (pollConnected).
+Result<Fd> startConnect(const SocketAddress& peer, const SocketOptions& opts);
+// Zero-timeout check of a non-blocking connect: 1 connected, 0 pending, -errno failed.
+int pollConnected(int fd);
 // Options every Atlas stream gets (before connect/listen so buffer sizes shape the window).
 Status applyStreamOptions(int fd, const SocketOptions& opts);
 // Back-pressure: keep at most `bytes` of not-yet-sent data in the kernel, so per-stream queues

@@ -1,6 +1,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstring>
 
@@ -44,7 +45,8 @@ Transport::Transport(const TransportConfig& config)
 }
 
 Transport::~Transport() {
-    // Engines join their threads in their destructors.
+    // The rejoiner first: it may still deliver to engines. Engines join in their destructors.
+    impl_->rejoiner.reset();
     impl_->engines.clear();
 }
 
@@ -77,6 +79,11 @@ Result<std::unique_ptr<Transport>> Transport::create(const TransportConfig& conf
         t->impl_->engines.push_back(std::move(e.value()));
     }
     t->backend_ = t->impl_->engines.front()->backend();
+    auto rejoiner = Rejoiner::start(config);
+    if (!rejoiner.isOk()) {
+        return rejoiner.status();
+    }
+    t->impl_->rejoiner = std::move(rejoiner.value());
     return t;
 }
 
@@ -90,23 +97,37 @@ Engine& Transport::Impl::pickEngine() {
     return *engines[i % engines.size()];
 }
 
-std::unique_ptr<SendComm> Transport::Impl::makeSendComm(const CommParams& params,
-                                                        std::vector<Fd> fds) {
+void Transport::Impl::fillRecovery(CommParams* params) const {
+    params->resend_bytes = config.resend_bytes;
+    params->timeout_ns = static_cast<Nanos>(config.timeout_ms) * kNsPerMs;
+    params->cadence = config.confirm;
+    params->notsent_lowat = static_cast<uint32_t>(std::max<size_t>(config.chunk_bytes, 128 * 1024));
+    params->faults = config.faults;
+    params->rejoiner = rejoiner.get();
+}
+
+std::unique_ptr<SendComm> Transport::Impl::makeSendComm(CommParams params, std::vector<Fd> fds) {
     auto impl = std::make_unique<SendComm::Impl>();
     Engine& e = pickEngine();
+    fillRecovery(&params);
     impl->transport = this;
     impl->core = std::make_unique<CommCore>(params, std::move(fds), &e);
+    impl->core->setRejoinToken(rejoiner->registerComm(impl->core.get(), &e));
     live_comms.fetch_add(1, std::memory_order_relaxed);
     e.adopt(impl->core.get());
     return std::make_unique<SendComm>(std::move(impl));
 }
 
-std::unique_ptr<RecvComm> Transport::Impl::makeRecvComm(const CommParams& params,
-                                                        std::vector<Fd> fds) {
+std::unique_ptr<RecvComm> Transport::Impl::makeRecvComm(CommParams params, std::vector<Fd> fds) {
     auto impl = std::make_unique<RecvComm::Impl>();
     Engine& e = pickEngine();
+    fillRecovery(&params);
     impl->transport = this;
+    const int nstreams = static_cast<int>(fds.size()) - 1;
     impl->core = std::make_unique<CommCore>(params, std::move(fds), &e);
+    const uint64_t token = rejoiner->registerComm(impl->core.get(), &e);
+    impl->core->setRejoinToken(token);
+    rejoiner->addSession(token, params.info.session_id, params.auth, nstreams);
     live_comms.fetch_add(1, std::memory_order_relaxed);
     e.adopt(impl->core.get());
     return std::make_unique<RecvComm>(std::move(impl));
@@ -156,9 +177,15 @@ Result<std::unique_ptr<ListenComm>> Transport::listen(const SocketAddress& local
                     &reinterpret_cast<const sockaddr_in6*>(&bound->storage)->sin6_addr, 16);
     }
     info.listen_id = listen_id.value();
+    // Rejoins of this listener's comms arrive at the process's rejoin listener for the same
+    // address: NCCL closes the listen comm right after accept.
+    auto rejoin_port = impl_->rejoiner->listenerPort(bound.value());
+    if (!rejoin_port.isOk()) {
+        return rejoin_port.status();
+    }
     wire::encodeHandle(info, handle);
     return std::make_unique<ListenComm>(std::make_unique<ListenComm::Impl>(
-        *this, std::move(fd.value()), bound.value(), info.listen_id));
+        *this, std::move(fd.value()), bound.value(), info.listen_id, rejoin_port.value()));
 }
 
 Status Transport::connect(uint8_t handle[kHandleSize], std::unique_ptr<SendComm>* out) {
@@ -189,6 +216,9 @@ Status ListenComm::accept(std::unique_ptr<RecvComm>* out) {
 const SocketAddress& ListenComm::address() const {
     return impl_->addr_;
 }
+uint16_t ListenComm::rejoinPort() const {
+    return impl_->rejoin_port_;
+}
 
 // ---------------------------------------------------------------- comms
 
@@ -197,6 +227,8 @@ Status CommHandle::close() {
         return Status::ok();
     }
     closed = true;
+    // No rejoin may reach the comm once the engine lets go of it (Rejoiner lifetime rule).
+    transport->rejoiner->unregister(core->rejoinToken());
     const Nanos timeout = static_cast<Nanos>(transport->config.timeout_ms) * kNsPerMs;
     Status st = core->engine()->release(core.get(), timeout);
     if (!st.isOk()) {
@@ -229,6 +261,9 @@ std::function<void()> SendComm::waker() {
     CommCore* core = impl_->core.get();
     return [core] { core->engine()->ring(core); };
 }
+const RecoveryCounters& SendComm::recovery() const {
+    return impl_->core->counters();
+}
 
 RecvComm::RecvComm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RecvComm::~RecvComm() {
@@ -245,6 +280,9 @@ const CommInfo& RecvComm::info() const {
 }
 void RecvComm::setObserver(std::unique_ptr<RecvObserver> observer) {
     impl_->core->setObserver(std::move(observer));
+}
+const RecoveryCounters& RecvComm::recovery() const {
+    return impl_->core->counters();
 }
 
 }  // namespace atlas::transport

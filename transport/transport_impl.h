@@ -8,20 +8,24 @@
 #include "transport/comm_core.h"
 #include "transport/engine.h"
 #include "transport/net.h"
+#include "transport/rejoiner.h"
 
 namespace atlas::transport {
 
 struct Transport::Impl {
     TransportConfig config;
     std::vector<std::unique_ptr<Engine>> engines;
+    std::unique_ptr<Rejoiner> rejoiner;  // destroyed before the engines it delivers to
     std::atomic<uint32_t> next_engine{0};
     std::atomic<int> live_comms{0};
     std::atomic<uint64_t> auth_failures{0};  // listeners' dropped unauthenticated connections
 
     Engine& pickEngine();
-    // Wrap connected, handshaken sockets ([0] = control) into a comm owned by an engine.
-    std::unique_ptr<SendComm> makeSendComm(const CommParams& params, std::vector<Fd> fds);
-    std::unique_ptr<RecvComm> makeRecvComm(const CommParams& params, std::vector<Fd> fds);
+    // Wrap connected, handshaken sockets ([0] = control) into a comm owned by an engine and
+    // registered with the rejoiner. `params` recovery fields are filled from the config here.
+    std::unique_ptr<SendComm> makeSendComm(CommParams params, std::vector<Fd> fds);
+    std::unique_ptr<RecvComm> makeRecvComm(CommParams params, std::vector<Fd> fds);
+    void fillRecovery(CommParams* params) const;
 };
 
 // Shared by SendComm and RecvComm.

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <bit>
+#include <bitset>
 #include <cstring>
 #include <string>
 
@@ -136,6 +137,7 @@ size_t encode(const HelloAck& m, uint8_t* out) {
     w.put<uint8_t>(m.auth);
     w.putBytes(m.server_nonce.data(), kNonceBytes);
     w.putBytes(m.server_mac.data(), kMacBytes);
+    w.put<uint16_t>(m.rejoin_port);
     return finishHs(out, HsType::kHelloAck, w.size());
 }
 
@@ -164,6 +166,29 @@ size_t encode(const Ready& m, uint8_t* out) {
     return finishHs(out, HsType::kReady, w.size());
 }
 
+size_t encode(const RejoinHello& m, uint8_t* out) {
+    Writer w(out + kHsHeaderBytes);
+    w.put<uint64_t>(m.session_id);
+    w.put<uint32_t>(m.index);
+    w.put<uint32_t>(m.epoch);
+    w.putBytes(m.client_nonce.data(), kNonceBytes);
+    return finishHs(out, HsType::kRejoinHello, w.size());
+}
+
+size_t encode(const RejoinAck& m, uint8_t* out) {
+    Writer w(out + kHsHeaderBytes);
+    w.put<uint32_t>(m.status);
+    w.putBytes(m.server_nonce.data(), kNonceBytes);
+    w.putBytes(m.server_mac.data(), kMacBytes);
+    return finishHs(out, HsType::kRejoinAck, w.size());
+}
+
+size_t encode(const RejoinProof& m, uint8_t* out) {
+    Writer w(out + kHsHeaderBytes);
+    w.putBytes(m.client_mac.data(), kMacBytes);
+    return finishHs(out, HsType::kRejoinProof, w.size());
+}
+
 Status decodeHsHeader(std::span<const uint8_t> bytes, HsHeader* out) {
     if (bytes.size() < kHsHeaderBytes) {
         return bad("handshake header", "short (" + std::to_string(bytes.size()) + " bytes)");
@@ -181,7 +206,7 @@ Status decodeHsHeader(std::span<const uint8_t> bytes, HsHeader* out) {
                                            ", expected " + std::to_string(kProtocolVersion));
     }
     if (type < static_cast<uint16_t>(HsType::kHello) ||
-        type > static_cast<uint16_t>(HsType::kReady)) {
+        type > static_cast<uint16_t>(HsType::kRejoinProof)) {
         return bad("handshake header", "unknown message type " + std::to_string(type));
     }
     if (out->body_len > kHsMaxBody) {
@@ -208,8 +233,12 @@ Status decode(std::span<const uint8_t> body, HelloAck* out) {
     out->auth = r.get<uint8_t>();
     r.getBytes(&out->server_nonce);
     r.getBytes(&out->server_mac);
+    out->rejoin_port = r.get<uint16_t>();
     if (!r.exact() || out->auth > 1) {
         return bad("hello-ack", "wrong length or flag");
+    }
+    if (out->rejoin_port == 0) {
+        return bad("hello-ack", "rejoin port 0");
     }
     return Status::ok();
 }
@@ -260,6 +289,47 @@ Status decode(std::span<const uint8_t> body, Ready* out) {
     return Status::ok();
 }
 
+Status decode(std::span<const uint8_t> body, RejoinHello* out) {
+    Reader r(body);
+    out->session_id = r.get<uint64_t>();
+    out->index = r.get<uint32_t>();
+    out->epoch = r.get<uint32_t>();
+    r.getBytes(&out->client_nonce);
+    if (!r.exact()) {
+        return bad("rejoin hello", "wrong length");
+    }
+    if (out->index > static_cast<uint32_t>(kMaxStreams)) {
+        return bad("rejoin hello", "stream index " + std::to_string(out->index));
+    }
+    if (out->epoch == 0) {
+        return bad("rejoin hello", "epoch 0 (the setup incarnation cannot rejoin)");
+    }
+    return Status::ok();
+}
+
+Status decode(std::span<const uint8_t> body, RejoinAck* out) {
+    Reader r(body);
+    out->status = r.get<uint32_t>();
+    r.getBytes(&out->server_nonce);
+    r.getBytes(&out->server_mac);
+    if (!r.exact()) {
+        return bad("rejoin ack", "wrong length");
+    }
+    if (out->status > static_cast<uint32_t>(RejoinStatus::kBadIndex)) {
+        return bad("rejoin ack", "unknown status " + std::to_string(out->status));
+    }
+    return Status::ok();
+}
+
+Status decode(std::span<const uint8_t> body, RejoinProof* out) {
+    Reader r(body);
+    r.getBytes(&out->client_mac);
+    if (!r.exact()) {
+        return bad("rejoin proof", "wrong length");
+    }
+    return Status::ok();
+}
+
 void encodeFrame(const FrameHeader& h, uint8_t out[kFrameHeaderBytes]) {
     Writer w(out);
     w.put<uint32_t>(kFrameMagic);
@@ -286,6 +356,25 @@ Status decodeFrame(const uint8_t in[kFrameHeaderBytes], uint64_t max_length, Fra
     if (flags != 0) {
         return bad("frame", "unknown flags " + std::to_string(flags));
     }
+    if (type == static_cast<uint16_t>(FrameType::kConfirm)) {
+        out->type = FrameType::kConfirm;
+        const uint64_t entries = (out->length - kConfirmFixedBytes) / kConfirmEntryBytes;
+        if (out->seq != 0 || out->total != 0 || out->offset != 0 ||
+            out->length < kConfirmFixedBytes || out->length > kMaxConfirmBody ||
+            kConfirmFixedBytes + entries * kConfirmEntryBytes != out->length) {
+            return bad("frame", "confirmation with a body of " + std::to_string(out->length) +
+                                    " bytes or non-zero fields");
+        }
+        return Status::ok();
+    }
+    if (type == static_cast<uint16_t>(FrameType::kGoodbye) ||
+        type == static_cast<uint16_t>(FrameType::kAbort)) {
+        out->type = static_cast<FrameType>(type);
+        if (out->seq != 0 || out->length != 0 || out->total != 0 || out->offset != 0) {
+            return bad("frame", "goodbye/abort with non-zero fields");
+        }
+        return Status::ok();
+    }
     if (type != static_cast<uint16_t>(FrameType::kData)) {
         return bad("frame", "unknown type " + std::to_string(type));
     }
@@ -299,6 +388,55 @@ Status decodeFrame(const uint8_t in[kFrameHeaderBytes], uint64_t max_length, Fra
         return bad("frame", "range [" + std::to_string(out->offset) + ", +" +
                                 std::to_string(out->length) + ") outside a message of " +
                                 std::to_string(out->total) + " bytes");
+    }
+    if (out->length == 0 && out->total != 0) {
+        return bad("frame", "empty piece of a " + std::to_string(out->total) + "-byte message");
+    }
+    return Status::ok();
+}
+
+size_t encodeConfirm(const ConfirmBody& b, uint8_t* out) {
+    Writer w(out);
+    w.put<uint64_t>(b.posted);
+    w.put<uint32_t>(b.count);
+    w.put<uint32_t>(0);
+    for (uint32_t i = 0; i < b.count; ++i) {
+        w.put<uint32_t>(b.entries[i].index);
+        w.put<uint32_t>(b.entries[i].epoch);
+        w.put<uint64_t>(b.entries[i].frames);
+    }
+    return w.size();
+}
+
+Status decodeConfirm(std::span<const uint8_t> body, ConfirmBody* out) {
+    Reader r(body);
+    out->posted = r.get<uint64_t>();
+    out->count = r.get<uint32_t>();
+    const auto reserved = r.get<uint32_t>();
+    if (out->count > kMaxConfirmEntries ||
+        body.size() != kConfirmFixedBytes + out->count * kConfirmEntryBytes) {
+        return bad("confirmation", std::to_string(out->count) + " entries in a body of " +
+                                       std::to_string(body.size()) + " bytes");
+    }
+    if (reserved != 0) {
+        return bad("confirmation", "reserved field " + std::to_string(reserved));
+    }
+    std::bitset<kMaxConfirmEntries> seen;
+    for (uint32_t i = 0; i < out->count; ++i) {
+        ConfirmEntry& e = out->entries[i];
+        e.index = r.get<uint32_t>();
+        e.epoch = r.get<uint32_t>();
+        e.frames = r.get<uint64_t>();
+        if (e.index > static_cast<uint32_t>(kMaxStreams)) {
+            return bad("confirmation", "stream index " + std::to_string(e.index));
+        }
+        if (seen.test(e.index)) {
+            return bad("confirmation", "stream " + std::to_string(e.index) + " listed twice");
+        }
+        seen.set(e.index);
+    }
+    if (!r.exact()) {
+        return bad("confirmation", "wrong length");
     }
     return Status::ok();
 }

@@ -16,7 +16,8 @@
 
 namespace atlas::transport::wire {
 
-constexpr uint16_t kProtocolVersion = 1;
+// 2: confirmations, stream rejoin (HelloAck carries the rejoin port), Goodbye.
+constexpr uint16_t kProtocolVersion = 2;
 constexpr uint32_t kHandleMagic = 0x31485441;  // "ATH1"
 constexpr uint32_t kHsMagic = 0x31535441;      // "ATS1": handshake messages
 constexpr uint32_t kFrameMagic = 0x31465441;   // "ATF1": data frames
@@ -48,6 +49,11 @@ enum class HsType : uint16_t {
     kConfig = 3,     // connector -> listener: auth proof + stream plan
     kDataHello = 4,  // connector -> listener, first bytes on each data stream
     kReady = 5,      // listener -> connector: all streams joined, comm is up
+    // Rejoin of one stream of a live comm, on a connection to the receiving process's rejoin
+    // listener (docs/protocol.md, "Rejoin"): connector -> listener -> connector.
+    kRejoinHello = 6,
+    kRejoinAck = 7,
+    kRejoinProof = 8,
 };
 
 constexpr size_t kHsHeaderBytes = 12;  // magic u32, version u16, type u16, body length u32
@@ -68,7 +74,9 @@ struct Hello {
 struct HelloAck {
     uint8_t auth = 0;  // listener has a key: mac below is valid and the connector must prove too
     Nonce server_nonce{};
-    Mac server_mac{};
+    Mac server_mac{};  // binds rejoin_port too
+    uint16_t rejoin_port =
+        0;  // the listening process's rejoin listener, same address as the handle
 };
 
 struct Config {
@@ -90,12 +98,47 @@ struct Ready {
     uint32_t status = 0;  // 0 = OK
 };
 
+// Rejoin: `index` is the comm's stream index (0 = control, 1..nstreams = data streams) and
+// `epoch` its incarnation (0 = the stream opened at setup; each rejoin takes a higher one).
+struct RejoinHello {
+    uint64_t session_id = 0;
+    uint32_t index = 0;
+    uint32_t epoch = 0;
+    Nonce client_nonce{};
+};
+
+enum class RejoinStatus : uint32_t {
+    kOk = 0,
+    kUnknownSession = 1,  // the receiving comm is closed (or never existed): fail, do not retry
+    kStale = 2,           // a higher epoch of this stream already joined: this attempt is moot
+    kBadIndex = 3,        // index beyond the comm's streams
+};
+
+struct RejoinAck {
+    uint32_t status = 0;  // RejoinStatus
+    Nonce server_nonce{};
+    Mac server_mac{};  // zero unless status is kOk and the listener has a key
+};
+
+struct RejoinProof {
+    Mac client_mac{};  // zero when unauthenticated
+};
+
 // Encoders write header + body into `out` and return the total length.
 size_t encode(const Hello& m, uint8_t* out);
 size_t encode(const HelloAck& m, uint8_t* out);
 size_t encode(const Config& m, uint8_t* out);
 size_t encode(const DataHello& m, uint8_t* out);
 size_t encode(const Ready& m, uint8_t* out);
+size_t encode(const RejoinHello& m, uint8_t* out);
+size_t encode(const RejoinAck& m, uint8_t* out);
+size_t encode(const RejoinProof& m, uint8_t* out);
+// Exact sizes of the messages that stream bytes may follow (header included): their reader
+// takes exactly these, never the bytes behind them.
+constexpr size_t kReadyBytes = kHsHeaderBytes + 4;
+constexpr size_t kRejoinHelloBytes = kHsHeaderBytes + 32;
+constexpr size_t kRejoinAckBytes = kHsHeaderBytes + 52;
+constexpr size_t kRejoinProofBytes = kHsHeaderBytes + 32;
 constexpr size_t kHsMaxMessage = kHsHeaderBytes + kHsMaxBody;
 
 // Parses a header; `bytes` must hold at least kHsHeaderBytes.
@@ -106,12 +149,20 @@ Status decode(std::span<const uint8_t> body, HelloAck* out);
 Status decode(std::span<const uint8_t> body, Config* out);
 Status decode(std::span<const uint8_t> body, DataHello* out);
 Status decode(std::span<const uint8_t> body, Ready* out);
+Status decode(std::span<const uint8_t> body, RejoinHello* out);
+Status decode(std::span<const uint8_t> body, RejoinAck* out);
+Status decode(std::span<const uint8_t> body, RejoinProof* out);
 
-// ---- Data frames (after setup) ----
-// Every payload on every stream is preceded by one FrameHeader. The receiver writes the
-// payload straight into the posted buffer at `offset`, in any arrival order across streams.
+// ---- Frames (after setup) ----
+// Every stream, in both directions, carries a sequence of frames, each one FrameHeader plus
+// `length` bytes. Sender -> receiver: kData and kGoodbye. Receiver -> sender: kConfirm and
+// kGoodbye. Any stream may carry any frame of its direction (a resend or an inline message
+// goes wherever a live stream is); the control stream is only preferred for small ones.
 enum class FrameType : uint16_t {
-    kData = 1,  // payload of message `seq` at [offset, offset+length); total = message size
+    kData = 1,     // payload of message `seq` at [offset, offset+length); total = message size
+    kConfirm = 2,  // body: ConfirmBody (which frames of which stream were consumed)
+    kGoodbye = 3,  // the peer closed the comm in order: no more frames, no rejoin
+    kAbort = 4,    // the peer's comm failed (its log says why): fail too, do not rejoin
 };
 // Largest payload one frame may carry (pieces are cut to fit).
 constexpr uint64_t kMaxFrameLength = 1ull << 30;
@@ -126,8 +177,35 @@ struct FrameHeader {
 };
 
 void encodeFrame(const FrameHeader& h, uint8_t out[kFrameHeaderBytes]);
-// Validates magic, type, and internal consistency (offset + length <= total, no overflow,
-// length <= max_length).
+// Validates magic, type, flags, and per type: kData: offset + length <= total, no overflow,
+// length <= max_length; kConfirm: a body length ConfirmBody can have, other fields 0;
+// kGoodbye, kAbort: every field 0.
 Status decodeFrame(const uint8_t in[kFrameHeaderBytes], uint64_t max_length, FrameHeader* out);
+
+// ---- Confirmation body (kConfirm) ----
+// The receiver's running totals: for each listed stream incarnation {index, epoch}, how many
+// frames it has consumed from it since that incarnation began (written into the posted buffer
+// or dropped as a duplicate). The sender forgets every frame the totals cover. `posted` is
+// the number of receives the receiver has posted: frames of messages below it never park.
+struct ConfirmEntry {
+    uint32_t index = 0;
+    uint32_t epoch = 0;
+    uint64_t frames = 0;
+};
+constexpr size_t kConfirmFixedBytes = 16;
+constexpr size_t kConfirmEntryBytes = 16;
+constexpr size_t kMaxConfirmEntries = kMaxStreams + 1;  // control + every data stream
+constexpr size_t kMaxConfirmBody = kConfirmFixedBytes + kMaxConfirmEntries * kConfirmEntryBytes;
+
+struct ConfirmBody {
+    uint64_t posted = 0;
+    uint32_t count = 0;
+    std::array<ConfirmEntry, kMaxConfirmEntries> entries{};
+};
+// Writes the body; returns its length (kConfirmFixedBytes + count * kConfirmEntryBytes).
+size_t encodeConfirm(const ConfirmBody& b, uint8_t* out);
+// `body` is exactly the frame's payload. Rejects a count that disagrees with the length,
+// reserved bits, stream indices beyond kMaxStreams and an index listed twice.
+Status decodeConfirm(std::span<const uint8_t> body, ConfirmBody* out);
 
 }  // namespace atlas::transport::wire

@@ -1,0 +1,353 @@
+// CommCore, receive side (and the read path of both sides): frames into posted buffers,
+// duplicate bookkeeping, confirmations to the sender, the peer's goodbye.
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cinttypes>
+
+#include "transport/comm_core.h"
+#include "transport/engine.h"
+
+namespace atlas::transport {
+namespace {
+constexpr size_t kScratchBytes = 64 * 1024;  // drain unit for duplicate payload
+}  // namespace
+
+void CommCore::submitRecv(Stream& s) {
+    if (faults_ != nullptr && faults_->stalledUntil(s.index, params_.clock->nowNs()) > 0) {
+        s.held = true;  // stalled by the test seam: resumed by onTimer()
+        return;
+    }
+    reactor_->submit(&s.recv_op);
+}
+
+void CommCore::onRecvComplete(Stream& s, int64_t result) {
+    if (closing_ || failed()) {
+        return;
+    }
+    if (result <= 0) {
+        if (!isSend()) {
+            creditPartial(s);
+            if (failed()) {
+                return;
+            }
+        }
+        if (peer_closed_) {
+            s.phase = RecvPhase::kStopped;  // the end after the peer's goodbye
+            checkPeerGone();
+            return;
+        }
+        loseStream(s, result == 0 ? std::string("the peer closed the stream (unexpected EOF)")
+                                  : Status::fromErrno("recv", static_cast<int>(-result)).message());
+        return;
+    }
+    if (isSend()) {
+        if (s.phase == RecvPhase::kHeader) {
+            onSenderHeader(s);
+        } else {
+            onConfirmBody(s);
+        }
+        return;
+    }
+    if (s.phase == RecvPhase::kHeader) {
+        onHeader(s);
+    } else {
+        onPayload(s, static_cast<uint64_t>(result));
+    }
+}
+
+void CommCore::onHeader(Stream& s) {
+    Status st = wire::decodeFrame(s.header, wire::kMaxFrameLength, &s.frame);
+    if (st.isOk() && s.frame.type == wire::FrameType::kConfirm) {
+        st = {Code::kRemote, "the sender sent a confirmation"};
+    }
+    if (!st.isOk()) {
+        // A frame that does not parse is corruption or a foreign peer, not a lost stream.
+        fail({st.code(), "stream " + std::to_string(s.index) + " from " +
+                             params_.info.peer.toString() + ": " + st.message()});
+        return;
+    }
+    if (s.frame.type == wire::FrameType::kAbort) {
+        peer_closed_ = true;
+        fail({Code::kRemote, "sender " + params_.info.peer.toString() +
+                                 " failed the connection (its log has the cause)"});
+        return;
+    }
+    if (s.frame.type == wire::FrameType::kGoodbye) {
+        peer_closed_ = true;
+        ++s.frames_in;
+        readHeader(s);  // the end of the stream follows
+        checkPeerGone();
+        return;
+    }
+    // Rebuild the 64-bit sequence number: a frame is never 2^31 messages ahead of the oldest
+    // incomplete receive; one "behind" it is a resend of a message already complete.
+    const uint32_t delta = s.frame.seq - static_cast<uint32_t>(oldest_);
+    s.duplicate = delta >= (1u << 31);
+    if (s.duplicate) {
+        s.frame_seq = oldest_ - (uint32_t{0} - delta);
+        attach(s);
+        return;
+    }
+    s.frame_seq = oldest_ + delta;
+    if (s.frame_seq >= engine_seq_) {
+        s.phase = RecvPhase::kParked;  // its receive is not posted yet: stop reading
+        checkPeerGone();
+        return;
+    }
+    attach(s);
+}
+
+void CommCore::attach(Stream& s) {
+    const uint64_t seq = s.frame_seq;
+    s.pos = 0;
+    s.run_to_buffer = false;
+    if (!s.duplicate && state(seq).complete) {
+        s.duplicate = true;  // a resend of a message delivered meanwhile
+    }
+    if (s.duplicate) {
+        RecoveryCounters::add(counters_.duplicate_frames, 1);
+        s.phase = RecvPhase::kPayload;
+        nextRun(s);
+        return;
+    }
+    Request& r = slot(seq);
+    SlotState& st = state(seq);
+    if (!st.total_known) {
+        if (s.frame.total > r.size_) {
+            fail({Code::kInvalidUsage,
+                  "message truncated: peer " + params_.info.peer.toString() + " sent " +
+                      std::to_string(s.frame.total) + " bytes but the posted receive holds " +
+                      std::to_string(r.size_) +
+                      " (mismatch in collective sizes or NCCL_PROTO/NCCL_ALGO?)"});
+            return;
+        }
+        st.total = s.frame.total;
+        st.total_known = true;
+        if (observer_ != nullptr) {
+            observer_->arrived(seq, st.total, params_.clock->nowNs());
+        }
+    } else if (s.frame.total != st.total) {
+        fail({Code::kRemote, "inconsistent size for message " + std::to_string(seq)});
+        return;
+    }
+    // Another stream still reading into these bytes is one the sender gave up on (it only
+    // resends frames of streams it declared lost): drop it, and go on once its read ended
+    // (the bytes it managed to write count).
+    const uint64_t lo = s.frame.offset, hi = s.frame.offset + s.frame.length;
+    for (auto* list : {&streams_, &graveyard_}) {
+        for (auto& t : *list) {
+            if (t == nullptr || t.get() == &s || t->phase != RecvPhase::kPayload ||
+                !t->run_to_buffer || !t->recv_op.in_flight || t->frame_seq != seq) {
+                continue;
+            }
+            const uint64_t tlo = t->frame.offset + t->pos, thi = tlo + t->run_len;
+            if (tlo < hi && lo < thi) {
+                s.phase = RecvPhase::kWaitOverlap;
+                if (!t->dead) {
+                    loseStream(*t, "its frame was resent on stream " + std::to_string(s.index));
+                }
+                return;
+            }
+        }
+    }
+    if (s.frame.length == 0) {  // a zero-byte message
+        completeRequest(seq, 0);
+        frameDone(s);
+        return;
+    }
+    s.phase = RecvPhase::kPayload;
+    nextRun(s);
+}
+
+void CommCore::nextRun(Stream& s) {
+    if (s.pos == s.frame.length) {
+        frameDone(s);
+        return;
+    }
+    const uint64_t off = s.frame.offset + s.pos;
+    const uint64_t remaining = s.frame.length - s.pos;
+    ReceivedRanges::Run run{true, remaining};
+    if (!s.duplicate) {
+        run = state(s.frame_seq).ranges.runAt(off, off + remaining);
+    }
+    IoOp& op = s.recv_op;
+    op.done = 0;
+    if (run.received) {
+        // Already in the posted buffer: drained into scratch, never written twice.
+        if (s.scratch == nullptr) {
+            s.scratch.reset(new uint8_t[kScratchBytes]);
+        }
+        s.run_to_buffer = false;
+        s.run_len = std::min<uint64_t>(run.length, kScratchBytes);
+        op.buf = s.scratch.get();
+    } else {
+        s.run_to_buffer = true;
+        s.run_len = run.length;
+        op.buf = slot(s.frame_seq).data_ + off;  // straight into the posted buffer
+    }
+    op.want = s.run_len;
+    submitRecv(s);
+}
+
+void CommCore::onPayload(Stream& s, uint64_t n) {
+    if (s.run_to_buffer) {
+        SlotState& st = state(s.frame_seq);
+        const uint64_t off = s.frame.offset + s.pos;
+        st.ranges.insert(off, off + n);
+        s.bytes += n;
+        s.run_to_buffer = false;
+        if (st.ranges.covered() == st.total && !st.complete) {
+            completeRequest(s.frame_seq, st.total);
+        }
+    } else {
+        RecoveryCounters::add(counters_.duplicate_bytes, n);
+    }
+    s.pos += n;
+    applyFaults(s, n);
+    if (s.dead || failed()) {
+        return;
+    }
+    nextRun(s);
+}
+
+void CommCore::creditPartial(Stream& s) {
+    // A read cut off by a failure wrote recv_op.done bytes into the buffer: they are
+    // delivered (TCP delivered them in order), so the resend fills only the rest.
+    if (s.phase != RecvPhase::kPayload || !s.run_to_buffer || s.recv_op.done == 0) {
+        return;
+    }
+    SlotState& st = state(s.frame_seq);
+    const uint64_t off = s.frame.offset + s.pos;
+    st.ranges.insert(off, off + s.recv_op.done);
+    s.run_to_buffer = false;
+    if (st.ranges.covered() == st.total && !st.complete) {
+        completeRequest(s.frame_seq, st.total);
+    }
+}
+
+void CommCore::frameDone(Stream& s) {
+    ++s.frames_in;
+    s.duplicate = false;
+    confirm_bytes_ += s.frame.length;
+    const Nanos now = params_.clock->nowNs();
+    noteConfirmable(now);
+    readHeader(s);
+    maybeConfirm(now);
+}
+
+void CommCore::noteConfirmable(Nanos now) {
+    if (!confirm_pending_) {
+        confirm_pending_ = true;
+        confirm_first_ = now;
+    }
+}
+
+void CommCore::maybeConfirm(Nanos now) {
+    if (!confirm_pending_ || isSend()) {
+        return;
+    }
+    if (peer_closed_) {
+        confirm_pending_ = false;  // nothing to free at a closed sender
+        return;
+    }
+    if (now < params_.cadence.dueAt(true, confirm_bytes_, confirm_first_)) {
+        return;
+    }
+    // One confirmation in flight at a time (its buffer is reused); prefer the control stream.
+    for (const auto* list : {&streams_, &graveyard_}) {
+        for (const auto& t : *list) {
+            if (t != nullptr && t->op_control && t->send_op.in_flight) {
+                return;
+            }
+        }
+    }
+    Stream* via = nullptr;
+    for (auto& t : streams_) {
+        if (t != nullptr && !t->send_op.in_flight) {
+            via = t.get();
+            break;
+        }
+    }
+    if (via == nullptr) {
+        return;  // retried at the next event or timer
+    }
+    wire::ConfirmBody body;
+    body.posted = engine_seq_;
+    confirm_sent_.clear();
+    for (const wire::ConfirmEntry& e : final_confirms_) {
+        if (body.count < wire::kMaxConfirmEntries) {
+            body.entries[body.count++] = e;
+        }
+    }
+    final_confirms_.clear();
+    for (auto& t : streams_) {
+        if (t != nullptr && t->frames_in > t->frames_confirmed &&
+            body.count < wire::kMaxConfirmEntries) {
+            wire::ConfirmEntry e{static_cast<uint32_t>(t->index), t->epoch, t->frames_in};
+            body.entries[body.count++] = e;
+            confirm_sent_.push_back(e);
+        }
+    }
+    confirm_pending_ = false;
+    confirm_bytes_ = 0;
+    if (body.count == 0 && engine_seq_ == confirmed_posted_) {
+        return;
+    }
+    confirmed_posted_ = engine_seq_;
+    const size_t len = wire::encodeConfirm(body, confirm_buf_ + wire::kFrameHeaderBytes);
+    wire::encodeFrame({wire::FrameType::kConfirm, 0, static_cast<uint32_t>(len), 0, 0},
+                      confirm_buf_);
+    IoOp& op = via->send_op;
+    op.iovcnt = 1;
+    op.iov_first = 0;
+    op.iov[0] = {confirm_buf_, wire::kFrameHeaderBytes + len};
+    op.done = 0;
+    op.total = wire::kFrameHeaderBytes + len;
+    via->op_control = true;
+    confirm_stream_ = via;
+    RecoveryCounters::add(counters_.confirms, 1);
+    reactor_->submit(&op);
+}
+
+void CommCore::checkPeerGone() {
+    // After the peer's goodbye, pending receives can only be served by streams still
+    // reading, or by a parked stream whose frame belongs to a receive posted since it parked
+    // (unparkStreams() attaches it next: the sender finished and closed before this receive
+    // was posted, which is ordinary). Ended streams hold nothing. If none is left, the
+    // receives can never complete: fail instead of hanging. Without a goodbye, a stream that
+    // ends is lost, not closed: the sender rejoins it, and only an outage past
+    // ATLAS_TIMEOUT_MS fails the comm (checkOutage()).
+    if (!peer_closed_ || pendingReceives() == 0) {
+        return;
+    }
+    for (const auto& t : streams_) {
+        if (t == nullptr) {
+            continue;
+        }
+        if (t->phase == RecvPhase::kHeader || t->phase == RecvPhase::kPayload ||
+            t->phase == RecvPhase::kWaitOverlap ||
+            (t->phase == RecvPhase::kParked && t->frame_seq < engine_seq_)) {
+            return;
+        }
+    }
+    fail({Code::kRemote, "peer " + params_.info.peer.toString() + " closed the connection with " +
+                             std::to_string(pendingReceives()) + " receive(s) pending"});
+}
+
+void CommCore::unparkStreams() {
+    for (auto& t : streams_) {
+        if (t == nullptr) {
+            continue;
+        }
+        if ((t->phase == RecvPhase::kParked && t->frame_seq < engine_seq_) ||
+            t->phase == RecvPhase::kWaitOverlap) {
+            attach(*t);
+            if (failed()) {
+                return;
+            }
+        }
+    }
+}
+
+}  // namespace atlas::transport

@@ -1,0 +1,383 @@
+// CommCore, send side: striping, the ledger of unconfirmed frames, resends, confirmations
+// from the receiver, stalls and rejoin dials.
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <limits>
+
+#include "transport/comm_core.h"
+#include "transport/engine.h"
+
+namespace atlas::transport {
+namespace {
+// kEven ignores loads; a stream's unsent queue still holds at most this many pieces.
+constexpr size_t kEvenQueueFrames = 64;
+}  // namespace
+
+void CommCore::enqueueInline(uint64_t seq) {
+    Request& r = slot(seq);
+    const SendLedger::Id id = ledger_->add(static_cast<uint32_t>(seq % kMaxRequests), seq, r.size_,
+                                           0, static_cast<uint32_t>(r.size_), r.data_);
+    // On the control stream when it is up; otherwise it waits with the resends and goes on
+    // the first stream that can take it (placeUnplaced()).
+    if (live(0) != nullptr && safeFor(0, seq) && !ledger_->hasResend()) {
+        ledger_->assign(id, 0);
+    } else {
+        ledger_->unplace(id);
+    }
+}
+
+bool CommCore::safeFor(int index, uint64_t seq) const {
+    const int64_t top = ledger_->topSeq(index);
+    return top < 0 || seq >= static_cast<uint64_t>(top) ||
+           static_cast<uint64_t>(top) < peer_posted_;
+}
+
+bool CommCore::admitted() {
+    if (gate_ == nullptr) {
+        return true;
+    }
+    const Nanos now = params_.clock->nowNs();
+    if (granted_ && gate_->holds(now)) {
+        return true;  // the data-path case: one atomic load and a vDSO clock read
+    }
+    if (granted_) {
+        // Slot over with pieces still waiting: hand the link back and queue up again.
+        gate_->release(granted_bytes_, now);
+        granted_ = false;
+    }
+    uint64_t waiting = 0;
+    for (uint32_t i = 0; i < assign_size_; ++i) {
+        waiting += state(assign_q_[(assign_head_ + i) % kMaxRequests]).unassigned;
+    }
+    granted_ = gate_->acquire(waiting, now);
+    granted_bytes_ = 0;
+    ++(granted_ ? engine_counters_.gate_grants : engine_counters_.gate_waits);
+    return granted_;
+}
+
+bool CommCore::placeUnplaced() {
+    // Resends (and frames that found no live stream) go first, oldest message first, each on
+    // the least-loaded live stream that is safe for it: one whose unconfirmed frames are all
+    // of messages the receiver has posted (so it never parks in front of this frame, which
+    // could wait forever for a receive that waits for this frame), or an empty one (a fresh
+    // rejoin).
+    while (ledger_->hasResend()) {
+        const SendLedger::Id id = ledger_->resendFront();
+        Stream* best = nullptr;
+        const uint64_t seq = ledger_->frame(id).seq;
+        for (auto& s : streams_) {
+            if (s == nullptr || !safeFor(s->index, seq) ||
+                ledger_->queuedBytes(s->index) >= 2 * params_.chunk_bytes) {
+                continue;
+            }
+            if (best == nullptr ||
+                ledger_->queuedBytes(s->index) < ledger_->queuedBytes(best->index)) {
+                best = s.get();
+            }
+        }
+        if (best == nullptr) {
+            return false;
+        }
+        SendLedger::Frame& f = ledger_->frame(id);
+        ledger_->popResend();
+        ledger_->assign(id, best->index);
+        if (f.resent) {
+            RecoveryCounters::add(counters_.resent_frames, 1);
+            RecoveryCounters::add(counters_.resent_bytes, f.length);
+        }
+    }
+    return true;
+}
+
+void CommCore::pump() {
+    if (closing_ || failed()) {
+        return;
+    }
+    (void)placeUnplaced();
+    const size_t ndata = streams_.size() - 1;
+    while (assign_size_ > 0 && admitted()) {
+        const uint64_t seq = assign_q_[assign_head_];
+        Request& r = slot(seq);
+        SlotState& st = state(seq);
+        for (size_t i = 0; i < ndata; ++i) {
+            const int index = static_cast<int>(i) + 1;
+            const bool usable = live(index) != nullptr && safeFor(index, seq);
+            loads_[i] = usable ? ledger_->queuedBytes(index) : std::numeric_limits<uint64_t>::max();
+        }
+        std::optional<StripeAssignment> a;
+        for (size_t tries = 0; tries < ndata; ++tries) {
+            a = striper_->next(r.size_, st.unassigned, loads_);
+            // kEven ignores loads: skip lost or unsafe streams (the cursor moves on).
+            if (!a ||
+                loads_[static_cast<size_t>(a->stream)] != std::numeric_limits<uint64_t>::max()) {
+                break;
+            }
+            a.reset();
+        }
+        if (!a) {
+            break;  // every stream is full or lost; resumes when a send completes or a rejoin
+        }
+        const int index = a->stream + 1;
+        if (params_.stripe == StripeMode::kEven && ledger_->unsent(index) >= kEvenQueueFrames) {
+            break;  // kEven picked a full stream: wait for it
+        }
+        const uint64_t offset = r.size_ - st.unassigned;
+        const SendLedger::Id id =
+            ledger_->add(static_cast<uint32_t>(seq % kMaxRequests), seq, r.size_, offset,
+                         static_cast<uint32_t>(a->length), r.data_ + offset);
+        ledger_->assign(id, index);
+        granted_bytes_ += a->length;
+        st.unassigned -= a->length;
+        if (st.unassigned == 0) {
+            assign_head_ = (assign_head_ + 1) % kMaxRequests;
+            --assign_size_;
+        }
+    }
+    bool idle = assign_size_ == 0;
+    const Nanos now = params_.clock->nowNs();
+    for (auto& s : streams_) {
+        if (s == nullptr) {
+            continue;
+        }
+        if (!s->send_op.in_flight && ledger_->unsent(s->index) > 0 &&
+            (faults_ == nullptr || faults_->stalledUntil(s->index, now) == 0)) {
+            startSend(*s);
+        }
+        idle = idle && (s->index == 0 || ledger_->unsent(s->index) == 0);
+    }
+    if (granted_ && idle) {
+        // Every piece is in the kernel: the flow's queue drained, give the link back.
+        gate_->release(granted_bytes_, now);
+        granted_ = false;
+    }
+}
+
+void CommCore::startSend(Stream& s) {
+    IoOp& op = s.send_op;
+    op.iovcnt = 0;
+    op.iov_first = 0;
+    op.done = 0;
+    op.total = 0;
+    const size_t avail = ledger_->unsent(s.index);
+    size_t n = 0;
+    // Several frames per sendmsg: fewer syscalls for small inline messages.
+    while (n < avail && op.iovcnt + 3 <= IoOp::kMaxIov) {
+        SendLedger::Frame& f = ledger_->frame(ledger_->unsentAt(s.index, n));
+        const uint8_t* header = f.header;
+        bool flip_payload = false;
+        bool flipped = faults_ != nullptr && faults_->takeFlip(s.index, &flip_payload);
+        if (flipped && !flip_payload) {
+            std::copy(f.header, f.header + wire::kFrameHeaderBytes, s.flip_header);
+            s.flip_header[0] ^= 0xFF;  // the magic: the receiver must refuse the frame
+            header = s.flip_header;
+        }
+        op.iov[op.iovcnt++] = {const_cast<uint8_t*>(header), wire::kFrameHeaderBytes};
+        op.total += wire::kFrameHeaderBytes;
+        if (f.length > 0) {
+            const uint8_t* p = f.src;
+            uint32_t len = f.length;
+            if (flipped && flip_payload) {
+                s.flip_byte = static_cast<uint8_t>(p[0] ^ 0x5A);  // the caller's buffer is const
+                op.iov[op.iovcnt++] = {&s.flip_byte, 1};
+                ++p;
+                --len;
+            }
+            if (len > 0) {
+                op.iov[op.iovcnt++] = {const_cast<uint8_t*>(p), len};
+            }
+            op.total += f.length;
+        }
+        ++n;
+    }
+    if (ledger_->handedUnconfirmed(s.index) == 0) {
+        s.progress_at = params_.clock->nowNs();  // the stall clock starts with its first frame
+    }
+    if (stall_check_at_ < 0) {
+        stall_check_at_ = params_.clock->nowNs() + policy_.stallAfter() / 4;
+    }
+    ledger_->startOp(s.index, n);
+    s.op_frames = static_cast<uint32_t>(n);
+    reactor_->submit(&op);
+}
+
+void CommCore::onSendComplete(Stream& s, int64_t result) {
+    if (closing_ || failed()) {
+        return;
+    }
+    if (result < 0) {
+        loseStream(s, Status::fromErrno("send", static_cast<int>(-result)).message());
+        return;
+    }
+    const uint64_t payload = static_cast<uint64_t>(result) - s.op_frames * wire::kFrameHeaderBytes;
+    const Nanos now = params_.clock->nowNs();
+    ledger_->finishOp(s.index, now);
+    s.op_frames = 0;
+    s.bytes += payload;
+    RecoveryCounters::set(counters_.store_bytes, ledger_->storeBytes());
+    tryCompletions();
+    applyFaults(s, payload);
+    pump();
+}
+
+void CommCore::tryCompletions() {
+    if (graveyard_sends_ > 0) {
+        return;  // a dead stream's send may still read a caller's buffer
+    }
+    for (uint64_t seq = oldest_; seq < engine_seq_; ++seq) {
+        SlotState& st = state(seq);
+        const auto slot_index = static_cast<uint32_t>(seq % kMaxRequests);
+        if (st.complete || st.unassigned > 0 || !ledger_->allAccepted(slot_index)) {
+            continue;
+        }
+        bool full = false;
+        if (ledger_->secure(slot_index, &full)) {
+            completeRequest(seq, slot(seq).size_);
+        } else if (full && !st.store_wait) {
+            st.store_wait = true;
+            RecoveryCounters::add(counters_.store_full_waits, 1);
+        }
+    }
+    RecoveryCounters::set(counters_.store_bytes, ledger_->storeBytes());
+    RecoveryCounters::raise(counters_.store_peak_bytes, ledger_->storeBytes());
+}
+
+void CommCore::onSenderHeader(Stream& s) {
+    wire::FrameHeader h;
+    Status st = wire::decodeFrame(s.header, 0, &h);
+    if (st.isOk() && h.type == wire::FrameType::kData) {
+        st = {Code::kRemote, "the receiver sent a data frame"};
+    }
+    if (!st.isOk()) {
+        fail({st.code(), "stream " + std::to_string(s.index) + " from receiver " +
+                             params_.info.peer.toString() + ": " + st.message()});
+        return;
+    }
+    if (h.type == wire::FrameType::kGoodbye || h.type == wire::FrameType::kAbort) {
+        peer_closed_ = true;
+        fail({Code::kRemote, "receiver " + params_.info.peer.toString() +
+                                 (h.type == wire::FrameType::kGoodbye
+                                      ? " closed the connection"
+                                      : " failed the connection (its log has the cause)")});
+        return;
+    }
+    s.frame = h;
+    if (s.scratch == nullptr) {
+        s.scratch.reset(new uint8_t[wire::kMaxConfirmBody]);
+    }
+    s.phase = RecvPhase::kBody;
+    IoOp& op = s.recv_op;
+    op.buf = s.scratch.get();
+    op.want = h.length;
+    op.done = 0;
+    reactor_->submit(&op);
+}
+
+void CommCore::onConfirmBody(Stream& s) {
+    wire::ConfirmBody body;
+    Status st =
+        wire::decodeConfirm(std::span<const uint8_t>(s.scratch.get(), s.frame.length), &body);
+    const Nanos now = params_.clock->nowNs();
+    for (uint32_t i = 0; st.isOk() && i < body.count; ++i) {
+        const wire::ConfirmEntry& e = body.entries[i];
+        Stream* t = e.index < streams_.size() ? live(static_cast<int>(e.index)) : nullptr;
+        if (t == nullptr || t->epoch != e.epoch) {
+            continue;  // an incarnation already given up: its frames were resent
+        }
+        SendLedger::ConfirmResult r;
+        st = ledger_->confirm(t->index, e.frames, now, &r);
+        if (r.frames > 0) {
+            t->progress_at = now;
+            RecoveryCounters::set(counters_.confirm_lag_last_ns,
+                                  static_cast<uint64_t>(r.max_lag_ns));
+            RecoveryCounters::raise(counters_.confirm_lag_max_ns,
+                                    static_cast<uint64_t>(r.max_lag_ns));
+        }
+    }
+    if (!st.isOk()) {
+        fail({Code::kRemote,
+              "confirmation from " + params_.info.peer.toString() + ": " + st.message()});
+        return;
+    }
+    RecoveryCounters::add(counters_.confirms, 1);
+    if (body.posted > peer_posted_) {
+        peer_posted_ = body.posted;
+        for (auto& t : streams_) {
+            if (t != nullptr) {
+                t->progress_at = std::max(t->progress_at, now);  // newly posted: not stalled
+            }
+        }
+    }
+    readHeader(s);
+    tryCompletions();
+    pump();
+}
+
+void CommCore::scheduleDial(int index, Nanos now) {
+    Lane& lane = lanes_[static_cast<size_t>(index)];
+    lane.next_dial = now + RecoveryPolicy::retryDelay(lane.failed_dials);
+}
+
+void CommCore::dialDue(Nanos now) {
+    for (size_t i = 0; i < lanes_.size(); ++i) {
+        Lane& lane = lanes_[i];
+        if (streams_[i] != nullptr || lane.dialing || lane.next_dial < 0 || now < lane.next_dial) {
+            continue;
+        }
+        lane.next_dial = -1;
+        if (faults_ != nullptr && faults_->dialBlocked(now)) {
+            // The test seam's outage: the attempt fails as an unreachable path would.
+            StreamArrival a;
+            a.index = static_cast<int>(i);
+            a.epoch = lane.epoch;
+            a.status = Status(Code::kRemote, "network unreachable (fault injection outage)");
+            lane.dialing = true;
+            onArrival(std::move(a));
+            if (failed()) {
+                return;
+            }
+            continue;
+        }
+        if (params_.rejoiner == nullptr) {
+            continue;
+        }
+        lane.dialing = true;
+        ++lane.epoch;
+        Rejoiner::Dial d;
+        d.token = rejoin_token_;
+        d.peer = params_.rejoin_peer;
+        d.session_id = params_.info.session_id;
+        d.auth = params_.auth;
+        d.index = static_cast<int>(i);
+        d.epoch = lane.epoch;
+        d.deadline = now + policy_.attemptTimeout();
+        params_.rejoiner->dial(d);
+    }
+}
+
+void CommCore::checkStalls(Nanos now) {
+    const Nanos limit = policy_.stallAfter();
+    if (stall_check_at_ < 0 || now < stall_check_at_) {
+        return;
+    }
+    stall_check_at_ = ledger_->unconfirmedBytes() > 0 ? now + limit / 4 : -1;
+    for (auto& s : streams_) {
+        if (s == nullptr) {
+            continue;
+        }
+        const int64_t oldest = ledger_->oldestHandedUnconfirmedSeq(s->index);
+        if (oldest < 0 || static_cast<uint64_t>(oldest) >= peer_posted_ ||
+            now - s->progress_at < limit) {
+            continue;
+        }
+        loseStream(*s, "stalled: no confirmation for " +
+                           std::to_string((now - s->progress_at) / kNsPerMs) +
+                           " ms although the receiver has posted its receive");
+        if (failed()) {
+            return;
+        }
+    }
+}
+
+}  // namespace atlas::transport
