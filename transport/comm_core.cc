@@ -397,6 +397,10 @@ void CommCore::loseStream(Stream& s, const std::string& cause) {
     std::unique_ptr<Stream> dead = std::move(streams_[static_cast<size_t>(index)]);
     dead->dead = true;
     lane.bytes_before += dead->bytes;
+    if (dead->phase == RecvPhase::kWaitOverlap) {
+        --overlap_waits_;
+        dead->phase = RecvPhase::kStopped;
+    }
     size_t resent = 0;
     if (isSend()) {
         resent = ledger_->lose(index);
@@ -426,7 +430,9 @@ void CommCore::loseStream(Stream& s, const std::string& cause) {
         reactor_->cancelFd(dead->fd.get());
     }
     graveyard_.push_back(std::move(dead));
-    reapGraveyard();
+    // Not reaped here: the caller may be the stream's own completion handler (reaping would
+    // free it under its feet). onTimer() reaps at the engine's next pass.
+    reap_pending_ = true;
     if (liveCount() == 0 && all_lost_since_ < 0) {
         all_lost_since_ = now;
         RecoveryCounters::add(counters_.outages, 1);
@@ -446,6 +452,7 @@ void CommCore::loseStream(Stream& s, const std::string& cause) {
 }
 
 void CommCore::reapGraveyard() {
+    reap_pending_ = false;
     for (auto it = graveyard_.begin(); it != graveyard_.end();) {
         Stream& s = **it;
         if (s.send_op.in_flight || s.recv_op.in_flight) {
@@ -479,6 +486,9 @@ void CommCore::installStream(int index, uint32_t epoch, Fd fd) {
         return;
     }
     const Nanos down_ms = lane.lost_at >= 0 ? (now - lane.lost_at) / kNsPerMs : 0;
+    if (faults_ != nullptr) {
+        faults_->clearStall(index);
+    }
     streams_[static_cast<size_t>(index)] = makeStream(index, epoch, std::move(fd));
     lane.epoch = epoch;
     RecoveryCounters::add(counters_.rejoins, 1);
@@ -563,6 +573,9 @@ Nanos CommCore::timerAt() const {
             t = at;
         }
     };
+    if (reap_pending_) {
+        consider(params_.clock->nowNs());
+    }
     if (all_lost_since_ >= 0) {
         consider(policy_.giveUpAt(all_lost_since_));
     }
@@ -592,6 +605,9 @@ Nanos CommCore::timerAt() const {
 void CommCore::onTimer(Nanos now) {
     if (closing_ || failed()) {
         return;
+    }
+    if (reap_pending_) {
+        reapGraveyard();
     }
     checkOutage(now);
     if (failed()) {

@@ -305,6 +305,8 @@ class CommCore final {
     Nanos all_lost_since_ = -1;  // -1: some stream is live
     int graveyard_sends_ = 0;    // graveyard streams with a send in flight (ledger held)
     Nanos stall_check_at_ = -1;  // send: next stall check
+    bool reap_pending_ = false;  // a lost stream waits in the graveyard for onTimer()
+    int overlap_waits_ = 0;      // recv: streams in kWaitOverlap
     // recv: confirmations.
     bool confirm_pending_ = false;
     Nanos confirm_first_ = 0;

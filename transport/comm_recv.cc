@@ -131,12 +131,13 @@ void CommCore::attach(Stream& s) {
         fail({Code::kRemote, "inconsistent size for message " + std::to_string(seq)});
         return;
     }
-    // Another stream still reading into these bytes is one the sender gave up on (it only
-    // resends frames of streams it declared lost): drop it, and go on once its read ended
-    // (the bytes it managed to write count).
+    // Another stream still reading into these bytes (the original of a resent frame, or the
+    // resend of one whose original is still arriving): wait until that read has ended, then
+    // read only what it did not write. The wait is bounded: the read ends when its bytes
+    // arrive, its stream fails, or the sender's rejoin of that stream replaces it.
     const uint64_t lo = s.frame.offset, hi = s.frame.offset + s.frame.length;
-    for (auto* list : {&streams_, &graveyard_}) {
-        for (auto& t : *list) {
+    for (const auto* list : {&streams_, &graveyard_}) {
+        for (const auto& t : *list) {
             if (t == nullptr || t.get() == &s || t->phase != RecvPhase::kPayload ||
                 !t->run_to_buffer || !t->recv_op.in_flight || t->frame_seq != seq) {
                 continue;
@@ -144,9 +145,7 @@ void CommCore::attach(Stream& s) {
             const uint64_t tlo = t->frame.offset + t->pos, thi = tlo + t->run_len;
             if (tlo < hi && lo < thi) {
                 s.phase = RecvPhase::kWaitOverlap;
-                if (!t->dead) {
-                    loseStream(*t, "its frame was resent on stream " + std::to_string(s.index));
-                }
+                ++overlap_waits_;
                 return;
             }
         }
@@ -209,6 +208,9 @@ void CommCore::onPayload(Stream& s, uint64_t n) {
         return;
     }
     nextRun(s);
+    if (overlap_waits_ > 0) {
+        unparkStreams();  // a stream waiting for these bytes may go on
+    }
 }
 
 void CommCore::creditPartial(Stream& s) {
@@ -342,6 +344,9 @@ void CommCore::unparkStreams() {
         }
         if ((t->phase == RecvPhase::kParked && t->frame_seq < engine_seq_) ||
             t->phase == RecvPhase::kWaitOverlap) {
+            if (t->phase == RecvPhase::kWaitOverlap) {
+                --overlap_waits_;
+            }
             attach(*t);
             if (failed()) {
                 return;

@@ -223,6 +223,12 @@ Nanos FaultInjector::stalledUntil(int index, Nanos now) const {
     return t > now ? t : 0;
 }
 
+void FaultInjector::clearStall(int index) {
+    if (index >= 0 && index <= wire::kMaxStreams) {
+        stall_until_[static_cast<size_t>(index)] = 0;
+    }
+}
+
 bool FaultInjector::takeFlip(int index, bool* payload) {
     if (index < 0 || index > wire::kMaxStreams) {
         return false;

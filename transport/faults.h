@@ -6,7 +6,8 @@
 // Plan grammar: faults separated by ';', each `kind:key=value,key=value,...`:
 //   reset:stream=K[,after=BYTES][,side=send|recv]   abortive close (RST) of stream K once
 //                                                   BYTES moved on it
-//   stall:stream=K,ms=T[,after=BYTES][,side=send|recv]  stream K moves nothing for T ms
+//   stall:stream=K,ms=T[,after=BYTES][,side=send|recv]  stream K (the incarnation live then)
+//                                                   moves nothing for T ms
 //   drop:ms=T[,after=BYTES]                         every stream reset, and every rejoin dial
 //                                                   fails as unreachable for T ms (an outage)
 //   flip:stream=K[,after=BYTES][,part=header|payload]   one byte of the next data frame sent
@@ -60,6 +61,8 @@ class FaultInjector {
     Nanos dropEnds() const { return drop_until_; }
     // Stream `index` is stalled until the returned time (0: not stalled).
     Nanos stalledUntil(int index, Nanos now) const;
+    // A new incarnation of stream `index` joined: a stall of the old one does not carry over.
+    void clearStall(int index);
     // A flip is armed on stream `index`: consumed by the next data frame sent there.
     bool takeFlip(int index, bool* payload);
 

@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 
 #include <bit>
-#include <bitset>
 #include <cstring>
 #include <string>
 
@@ -421,7 +420,8 @@ Status decodeConfirm(std::span<const uint8_t> body, ConfirmBody* out) {
     if (reserved != 0) {
         return bad("confirmation", "reserved field " + std::to_string(reserved));
     }
-    std::bitset<kMaxConfirmEntries> seen;
+    std::array<uint8_t, kMaxStreams + 1> seen{};
+    std::array<uint32_t, kMaxStreams + 1> first_epoch{};
     for (uint32_t i = 0; i < out->count; ++i) {
         ConfirmEntry& e = out->entries[i];
         e.index = r.get<uint32_t>();
@@ -430,10 +430,15 @@ Status decodeConfirm(std::span<const uint8_t> body, ConfirmBody* out) {
         if (e.index > static_cast<uint32_t>(kMaxStreams)) {
             return bad("confirmation", "stream index " + std::to_string(e.index));
         }
-        if (seen.test(e.index)) {
-            return bad("confirmation", "stream " + std::to_string(e.index) + " listed twice");
+        const bool twice =
+            seen[e.index] == 2 || (seen[e.index] == 1 && first_epoch[e.index] == e.epoch);
+        if (twice) {
+            return bad("confirmation", "stream " + std::to_string(e.index) + " epoch " +
+                                           std::to_string(e.epoch) +
+                                           " listed twice, or a third incarnation");
         }
-        seen.set(e.index);
+        first_epoch[e.index] = e.epoch;
+        ++seen[e.index];
     }
     if (!r.exact()) {
         return bad("confirmation", "wrong length");

@@ -194,7 +194,8 @@ struct ConfirmEntry {
 };
 constexpr size_t kConfirmFixedBytes = 16;
 constexpr size_t kConfirmEntryBytes = 16;
-constexpr size_t kMaxConfirmEntries = kMaxStreams + 1;  // control + every data stream
+// At most two incarnations per stream index: the live one and the last lost one.
+constexpr size_t kMaxConfirmEntries = 2 * (kMaxStreams + 1);
 constexpr size_t kMaxConfirmBody = kConfirmFixedBytes + kMaxConfirmEntries * kConfirmEntryBytes;
 
 struct ConfirmBody {
@@ -205,7 +206,8 @@ struct ConfirmBody {
 // Writes the body; returns its length (kConfirmFixedBytes + count * kConfirmEntryBytes).
 size_t encodeConfirm(const ConfirmBody& b, uint8_t* out);
 // `body` is exactly the frame's payload. Rejects a count that disagrees with the length,
-// reserved bits, stream indices beyond kMaxStreams and an index listed twice.
+// reserved bits, stream indices beyond kMaxStreams, an {index, epoch} listed twice and more
+// than two incarnations of one index.
 Status decodeConfirm(std::span<const uint8_t> body, ConfirmBody* out);
 
 }  // namespace atlas::transport::wire

@@ -1,0 +1,317 @@
+// Recovery over real loopback sockets, on both I/O backends, driven by the transport's fault
+// seam (TransportConfig::faults): a reset data or control stream, a reset on the receiving
+// side, a stalled stream, every stream dropped for a while (a link flap), an outage past the
+// bound, a corrupted frame header, the retransmit store's back-pressure, and authenticated
+// rejoins. Every transfer is checked byte for byte; the recovery counters say what happened.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "tests/transport/loopback_util.h"
+#include "transport/faults.h"
+#include "transport/net.h"
+
+namespace atlas::transport {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::connectPair;
+using testing::fillPattern;
+using testing::Pair;
+
+uint64_t get(const std::atomic<uint64_t>& c) {
+    return c.load(std::memory_order_relaxed);
+}
+
+class RecoveryTest : public ::testing::TestWithParam<IoBackend> {
+  protected:
+    // Sender and receiver get their own Transport, so a plan can target one side.
+    void start(const std::string& send_plan, const std::string& recv_plan = "",
+               int timeout_ms = 5000, const std::string& key = "",
+               uint64_t resend_bytes = 64ull << 20) {
+        auto c = testing::loopbackConfig(GetParam());
+        c.nstreams = 4;
+        c.chunk_bytes = 64 * 1024;
+        c.inline_bytes = 1024;
+        c.timeout_ms = timeout_ms;
+        c.auth_key = key;
+        c.resend_bytes = resend_bytes;
+        auto sp = parseFaultPlan(send_plan);
+        auto rp = parseFaultPlan(recv_plan);
+        ASSERT_TRUE(sp.isOk() && rp.isOk());
+        TransportConfig sc = c, rc = c;
+        sc.faults = *sp;
+        rc.faults = *rp;
+        auto s = Transport::create(sc);
+        if (!s.isOk() && GetParam() == IoBackend::kUring) {
+            GTEST_SKIP() << "io_uring unavailable: " << s.status().toString();
+        }
+        ASSERT_TRUE(s.isOk()) << s.status().toString();
+        auto r = Transport::create(rc);
+        ASSERT_TRUE(r.isOk());
+        sender_ = std::move(s.value());
+        receiver_ = std::move(r.value());
+        Status st = connectPair(*sender_, *receiver_, &p_);
+        ASSERT_TRUE(st.isOk()) << st.toString();
+        p_.listen.reset();  // as NCCL does right after accept: rejoins must not need it
+    }
+    void TearDown() override {
+        if (p_.send != nullptr) {
+            EXPECT_TRUE(p_.send->close().isOk());
+        }
+        if (p_.recv != nullptr) {
+            EXPECT_TRUE(p_.recv->close().isOk());
+        }
+    }
+    // Moves `count` messages of `size` bytes with up to 8 in flight each way (NCCL's window),
+    // checking every byte. Fails on the first error or after `limit`. The buffers belong to
+    // the fixture: requests still outstanding after a failure keep them until TearDown()
+    // closed the comms (NCCL's rule too).
+    Status transfer(Pair& p, int count, size_t size, uint64_t seed,
+                    std::chrono::milliseconds limit = 20000ms) {
+        constexpr int kWindow = 8;
+        bufs_.emplace_back(2 * kWindow, std::vector<uint8_t>(size));
+        auto& all = bufs_.back();
+        std::vector<std::vector<uint8_t>*> src, dst;
+        for (int k = 0; k < kWindow; ++k) {
+            src.push_back(&all[k]);
+            dst.push_back(&all[kWindow + k]);
+        }
+        std::vector<Request*> sreq(kWindow, nullptr), rreq(kWindow, nullptr);
+        int sent = 0, received = 0, send_done = 0;
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        while (received < count) {
+            // Post receives and sends in order, each slot reused only once it completed.
+            while (received + kWindow > sent && sent < count && sent - send_done < kWindow) {
+                const int k = sent % kWindow;
+                if (rreq[k] == nullptr) {
+                    std::fill(dst[k]->begin(), dst[k]->end(), 0xEE);
+                    ATLAS_RETURN_IF_ERROR(p.recv->irecv(dst[k]->data(), size, &rreq[k]));
+                    if (rreq[k] == nullptr) {
+                        break;
+                    }
+                }
+                fillPattern(*src[k], seed + static_cast<uint64_t>(sent));
+                ATLAS_RETURN_IF_ERROR(p.send->isend(src[k]->data(), size, &sreq[k]));
+                if (sreq[k] == nullptr) {
+                    break;
+                }
+                ++sent;
+            }
+            bool done = false;
+            size_t n = 0;
+            if (send_done < sent) {
+                const int k = send_done % kWindow;
+                ATLAS_RETURN_IF_ERROR(test(sreq[k], &done, &n));
+                if (done) {
+                    // NCCL reuses the send buffer as soon as test() says done: scribble on it,
+                    // so a resend that still read it would deliver garbage.
+                    std::fill(src[k]->begin(), src[k]->end(), 0x5A);
+                    sreq[k] = nullptr;
+                    ++send_done;
+                }
+            }
+            if (received < sent) {
+                const int k = received % kWindow;
+                ATLAS_RETURN_IF_ERROR(test(rreq[k], &done, &n));
+                if (done) {
+                    std::vector<uint8_t> want(size);
+                    fillPattern(want, seed + static_cast<uint64_t>(received));
+                    if (n != size || std::memcmp(want.data(), dst[k]->data(), size) != 0) {
+                        return {Code::kInternal, "message " + std::to_string(received) +
+                                                     " arrived with wrong bytes or size"};
+                    }
+                    rreq[k] = nullptr;
+                    ++received;
+                }
+            }
+            if (std::chrono::steady_clock::now() > deadline) {
+                return {Code::kTimeout, "transfer stalled at message " + std::to_string(received) +
+                                            " of " + std::to_string(count)};
+            }
+            std::this_thread::yield();
+        }
+        while (send_done < sent) {
+            bool done = false;
+            size_t n = 0;
+            ATLAS_RETURN_IF_ERROR(test(sreq[send_done % kWindow], &done, &n));
+            send_done += done ? 1 : 0;
+            if (std::chrono::steady_clock::now() > deadline) {
+                return {Code::kTimeout, "sends did not complete"};
+            }
+        }
+        return Status::ok();
+    }
+
+    const RecoveryCounters& sc() { return p_.send->recovery(); }
+    const RecoveryCounters& rc() { return p_.recv->recovery(); }
+
+    std::vector<std::vector<std::vector<uint8_t>>> bufs_;  // outlive the comms (declared first)
+    std::unique_ptr<Transport> sender_, receiver_;
+    Pair p_;
+};
+
+TEST_P(RecoveryTest, ResetDataStreamIsResentAndRejoined) {
+    start("reset:stream=2,after=1M");
+    Status st = transfer(p_, 40, 1 << 20, 1);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    EXPECT_EQ(get(sc().stream_resets), 1u);
+    EXPECT_EQ(get(sc().rejoins), 1u);
+    EXPECT_GE(get(rc().stream_resets), 1u);  // the reset reached the receiver as a loss
+    EXPECT_EQ(get(rc().rejoins), 1u);
+    EXPECT_GT(get(sc().confirms), 0u);
+    EXPECT_LE(get(sc().store_peak_bytes), 64ull << 20);
+}
+
+TEST_P(RecoveryTest, ResetControlStreamCarriesInlineMessagesElsewhere) {
+    start("reset:stream=0,after=2K");
+    // Inline (<= 1 KiB) messages ride the control stream; they must survive its loss too.
+    Status st = transfer(p_, 200, 700, 2);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    st = transfer(p_, 10, 300000, 3);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    EXPECT_EQ(get(sc().stream_resets), 1u);
+    EXPECT_EQ(get(sc().rejoins), 1u);
+}
+
+TEST_P(RecoveryTest, ResetOnTheReceivingSide) {
+    start("", "reset:stream=1,after=512K,side=recv;reset:stream=3,after=2M,side=recv");
+    Status st = transfer(p_, 40, 1 << 20, 4);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    EXPECT_EQ(get(rc().stream_resets), 2u);
+    EXPECT_EQ(get(sc().rejoins), 2u);
+}
+
+TEST_P(RecoveryTest, ResentBytesAreWrittenOnceAndDuplicatesDropped) {
+    // A reset while frames are in flight: the receiver got some of them before the loss was
+    // noticed, so part of what is resent is already in the posted buffer.
+    start("reset:stream=1,after=256K;reset:stream=3,after=256K");
+    Status st = transfer(p_, 30, 2 << 20, 5);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    EXPECT_GT(get(sc().resent_bytes), 0u);
+    // Every resent byte either filled a gap or was dropped; never more dropped than resent.
+    EXPECT_LE(get(rc().duplicate_bytes), get(sc().resent_bytes));
+}
+
+TEST_P(RecoveryTest, EveryStreamDroppedForAWhileResumesAfterTheOutage) {
+    start("drop:after=4M,ms=700");
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = transfer(p_, 30, 1 << 20, 6);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 700ms);
+    EXPECT_EQ(get(sc().outages), 1u);
+    EXPECT_EQ(get(sc().stream_resets), 5u);
+    EXPECT_EQ(get(sc().rejoins), 5u);
+    EXPECT_GT(get(sc().rejoin_failures), 0u);  // dials during the outage failed
+}
+
+TEST_P(RecoveryTest, OutagePastTheBoundFailsBothSidesWithinIt) {
+    start("drop:after=1M,ms=60000", "", /*timeout_ms=*/1000);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = transfer(p_, 30, 1 << 20, 7, 10000ms);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_EQ(st.code(), Code::kRemote) << st.toString();
+    EXPECT_NE(st.message().find("ATLAS_TIMEOUT_MS"), std::string::npos) << st.toString();
+    EXPECT_LT(took, 5000ms);
+    // The receiver, which saw every stream go, fails on its own bound too.
+    Request* r = nullptr;
+    std::vector<uint8_t> b(16);
+    Status rs = p_.recv->irecv(b.data(), b.size(), &r);
+    if (rs.isOk() && r != nullptr) {
+        size_t n = 0;
+        rs = testing::waitFor(r, &n, 5000ms);
+    }
+    EXPECT_EQ(rs.code(), Code::kRemote) << rs.toString();
+}
+
+TEST_P(RecoveryTest, StalledStreamIsDeclaredLostAndItsFramesResent) {
+    // The receiver stops reading stream 1 for 6 s; the sender sees no confirmation from it
+    // while the receive is posted, declares it stalled (after 2 s), resends and rejoins.
+    start("", "stall:stream=1,after=256K,ms=6000,side=recv", /*timeout_ms=*/10000);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = transfer(p_, 20, 1 << 20, 8);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5500ms);  // did not wait for the stall
+    EXPECT_EQ(get(sc().stream_resets), 1u);
+    EXPECT_GT(get(sc().resent_bytes), 0u);
+    EXPECT_EQ(get(rc().rejoins), 1u);
+}
+
+TEST_P(RecoveryTest, CorruptFrameHeaderFailsTheCommOnBothSides) {
+    start("flip:stream=1,after=1M,part=header");
+    Status st = transfer(p_, 20, 1 << 20, 9, 10000ms);
+    EXPECT_FALSE(st.isOk());
+    EXPECT_NE(st.code(), Code::kTimeout) << st.toString();
+    Request* r = nullptr;
+    std::vector<uint8_t> b(16);
+    Status rs = p_.recv->irecv(b.data(), b.size(), &r);
+    EXPECT_NE(rs.message().find("malformed frame"), std::string::npos) << rs.toString();
+}
+
+TEST_P(RecoveryTest, AuthenticatedRejoin) {
+    start("reset:stream=1,after=1M;reset:stream=0,after=0", "", 5000, "k3y");
+    Status st = transfer(p_, 20, 1 << 20, 10);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    EXPECT_EQ(get(sc().rejoins), 2u);
+    EXPECT_TRUE(p_.send->info().authenticated);
+}
+
+TEST_P(RecoveryTest, FullStoreHoldsSendsIncompleteUntilConfirmed) {
+    constexpr uint64_t kStore = 256 << 10;
+    start("", "", 5000, "", kStore);
+    // Sends with no receive posted: the data sits in socket buffers unconfirmed (about 1 MiB
+    // on loopback before the kernel stops taking more), and the sends complete only as far as
+    // the 256 KiB store takes copies, then back-pressure.
+    constexpr size_t kSize = 128 << 10;
+    constexpr int kCount = 24;
+    bufs_.emplace_back(kCount, std::vector<uint8_t>(kSize));
+    auto& src = bufs_.back();
+    std::vector<Request*> s(kCount, nullptr);
+    int posted = 0;
+    for (; posted < kCount && posted < 32; ++posted) {
+        fillPattern(src[posted], 100 + posted);
+        ASSERT_TRUE(p_.send->isend(src[posted].data(), kSize, &s[posted]).isOk());
+        ASSERT_NE(s[posted], nullptr);
+    }
+    std::this_thread::sleep_for(300ms);
+    int done = 0;
+    for (; done < kCount; ++done) {
+        bool d = false;
+        size_t n = 0;
+        ASSERT_TRUE(test(s[done], &d, &n).isOk());
+        if (!d) {
+            break;
+        }
+    }
+    EXPECT_LT(done, kCount) << "every send completed: nothing bounds the store";
+    EXPECT_GE(done, 1) << "the store took nothing";
+    EXPECT_LE(get(sc().store_peak_bytes), kStore);
+    EXPECT_GT(get(sc().store_full_waits), 0u);
+    // Now the receiver drains everything, byte-exact.
+    std::vector<uint8_t> dst(kSize);
+    for (int i = 0; i < kCount; ++i) {
+        Request* r = nullptr;
+        ASSERT_TRUE(p_.recv->irecv(dst.data(), kSize, &r).isOk());
+        size_t n = 0;
+        ASSERT_TRUE(testing::waitFor(r, &n).isOk());
+        std::vector<uint8_t> want(kSize);
+        fillPattern(want, 100 + i);
+        ASSERT_EQ(0, std::memcmp(want.data(), dst.data(), kSize)) << i;
+    }
+    for (int i = done; i < kCount; ++i) {
+        size_t n = 0;
+        ASSERT_TRUE(testing::waitFor(s[i], &n).isOk());
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, RecoveryTest,
+                         ::testing::Values(IoBackend::kUring, IoBackend::kEpoll),
+                         [](const ::testing::TestParamInfo<IoBackend>& p) {
+                             return std::string(p.param == IoBackend::kUring ? "uring" : "epoll");
+                         });
+
+}  // namespace
+}  // namespace atlas::transport
