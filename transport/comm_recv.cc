@@ -195,6 +195,7 @@ void CommCore::onPayload(Stream& s, uint64_t n) {
         const uint64_t off = s.frame.offset + s.pos;
         st.ranges.insert(off, off + n);
         s.bytes += n;
+        RecoveryCounters::add(counters_.payload_bytes, n);
         s.run_to_buffer = false;
         if (st.ranges.covered() == st.total && !st.complete) {
             completeRequest(s.frame_seq, st.total);
@@ -222,6 +223,7 @@ void CommCore::creditPartial(Stream& s) {
     SlotState& st = state(s.frame_seq);
     const uint64_t off = s.frame.offset + s.pos;
     st.ranges.insert(off, off + s.recv_op.done);
+    RecoveryCounters::add(counters_.payload_bytes, s.recv_op.done);
     s.run_to_buffer = false;
     if (st.ranges.covered() == st.total && !st.complete) {
         completeRequest(s.frame_seq, st.total);

@@ -215,6 +215,7 @@ void CommCore::onSendComplete(Stream& s, int64_t result) {
     ledger_->finishOp(s.index, now);
     s.op_frames = 0;
     s.bytes += payload;
+    RecoveryCounters::add(counters_.payload_bytes, payload);
     RecoveryCounters::set(counters_.store_bytes, ledger_->storeBytes());
     tryCompletions();
     applyFaults(s, payload);

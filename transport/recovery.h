@@ -85,6 +85,8 @@ struct RecoveryPolicy {
 // stores, readable from any thread at any time (metrics, tests, logs); each field is
 // individually consistent, fields are not a snapshot of one instant.
 struct RecoveryCounters {
+    std::atomic<uint64_t> payload_bytes{0};    // send: accepted by the kernel, resends included;
+                                               // recv: written into posted buffers
     std::atomic<uint64_t> stream_resets{0};    // streams declared lost (error, EOF, stall, fault)
     std::atomic<uint64_t> rejoins{0};          // lost streams re-established
     std::atomic<uint64_t> rejoin_failures{0};  // dial attempts that failed (sender)

@@ -31,7 +31,7 @@ class RecoveryTest : public ::testing::TestWithParam<IoBackend> {
     // Sender and receiver get their own Transport, so a plan can target one side.
     void start(const std::string& send_plan, const std::string& recv_plan = "",
                int timeout_ms = 5000, const std::string& key = "",
-               uint64_t resend_bytes = 64ull << 20) {
+               uint64_t resend_bytes = 64ull << 20, ConfirmCadence recv_cadence = {}) {
         auto c = testing::loopbackConfig(GetParam());
         c.nstreams = 4;
         c.chunk_bytes = 64 * 1024;
@@ -45,6 +45,7 @@ class RecoveryTest : public ::testing::TestWithParam<IoBackend> {
         TransportConfig sc = c, rc = c;
         sc.faults = *sp;
         rc.faults = *rp;
+        rc.confirm = recv_cadence;
         auto s = Transport::create(sc);
         if (!s.isOk() && GetParam() == IoBackend::kUring) {
             GTEST_SKIP() << "io_uring unavailable: " << s.status().toString();
@@ -194,6 +195,35 @@ TEST_P(RecoveryTest, ResentBytesAreWrittenOnceAndDuplicatesDropped) {
     EXPECT_GT(get(sc().resent_bytes), 0u);
     // Every resent byte either filled a gap or was dropped; never more dropped than resent.
     EXPECT_LE(get(rc().duplicate_bytes), get(sc().resent_bytes));
+}
+
+TEST_P(RecoveryTest, BytesTheReceiverNeverReadAreResent) {
+    // The receiver stops reading stream 2 (its socket keeps what arrived), then the sender
+    // resets that stream: what sat unread dies with it, and only the resend can deliver it.
+    start("reset:stream=2,after=384K", "stall:stream=2,after=256K,ms=4000,side=recv");
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = transfer(p_, 20, 1 << 20, 11);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 3500ms);  // not waiting for the stall
+    EXPECT_GT(get(sc().resent_bytes), 0u);
+    EXPECT_EQ(get(rc().payload_bytes), 20u << 20);  // every byte written exactly once
+}
+
+TEST_P(RecoveryTest, DuplicatesOfDeliveredFramesAreDroppedNotWritten) {
+    // Confirmations only every 200 ms: at the reset most of what the stream carried was
+    // delivered but not confirmed, so it is resent and must be recognised as duplicate, even
+    // for messages that completed (and whose buffers were reused) meanwhile.
+    ConfirmCadence slow;
+    slow.delay_ns = 200 * kNsPerMs;
+    slow.bytes = ~0ull;
+    start("reset:stream=1,after=3M;reset:stream=0,after=10K", "", 5000, "", 64ull << 20, slow);
+    Status st = transfer(p_, 24, 1 << 20, 12);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    st = transfer(p_, 300, 600, 13);  // inline messages, after the control stream's reset
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    EXPECT_GT(get(rc().duplicate_frames), 0u);
+    EXPECT_GT(get(rc().duplicate_bytes), 0u);
+    EXPECT_EQ(get(rc().payload_bytes), (24u << 20) + 300u * 600u);  // written exactly once
 }
 
 TEST_P(RecoveryTest, EveryStreamDroppedForAWhileResumesAfterTheOutage) {
