@@ -376,6 +376,19 @@ ParamsParse parseParams(const EnvLookup& env) {
         result.errors.push_back("ATLAS_NSTREAMS=" + std::to_string(p.nstreams) +
                                 " exceeds ATLAS_MAX_STREAMS=" + std::to_string(p.max_streams));
     }
+    if (!p.faults.empty()) {
+        // The fault seam is for tests only: a production job must never run it by accident.
+        auto plan = transport::parseFaultPlan(p.faults);
+        if (!p.test_mode) {
+            result.errors.push_back(
+                "ATLAS_FAULTS is a test-only fault injection plan and is refused unless the "
+                "process declares itself a test with ATLAS_TEST_MODE=1");
+        } else if (!plan.isOk()) {
+            result.errors.push_back("ATLAS_FAULTS: " + plan.status().message());
+        } else {
+            p.resolved_faults = plan.value();
+        }
+    }
     return result;
 }
 
@@ -401,6 +414,8 @@ transport::TransportConfig makeTransportConfig(const Params& p, int device_speed
     c.stripe = p.stripe;
     c.timeout_ms = static_cast<int>(p.timeout_ms);
     c.auth_key = p.resolved_auth_key;
+    c.resend_bytes = p.resend_bytes;
+    c.faults = p.resolved_faults;
     if (p.link_gbps > 0) {
         c.link_bps = static_cast<uint64_t>(std::llround(p.link_gbps * 1e9));
     } else {

@@ -124,12 +124,20 @@ struct EnumChoices<transport::StripeMode> {
       "I/O backend: auto = io_uring when the kernel supports it, else epoll")                     \
     X(ATLAS_TIMEOUT_MS, timeout_ms, Uint, 30000, 100, 3600000,                                    \
       "Dead-peer bound in ms (connection setup, keepalive, TCP_USER_TIMEOUT)")                    \
+    X(ATLAS_RESEND_BYTES, resend_bytes, Size, 64 * kMiB, 1 * kMiB, 16 * kGiB,                      \
+      "Retransmit store per send comm: copies of sent, unconfirmed data kept for resends; "        \
+      "full = sends wait for confirmations")                                                      \
     X(ATLAS_AUTH_KEY, auth_key, Secret, "", 0, 0,                                                 \
       "Shared key that authenticates connections; unset = no authentication")                     \
     X(ATLAS_AUTH_KEY_FILE, auth_key_file, String, "", 0, 0,                                       \
       "File holding the shared key (trailing newline stripped); exclusive with ATLAS_AUTH_KEY")   \
     X(ATLAS_LINK_GBPS, link_gbps, Double, 0.0, 0.0, 100000.0,                                     \
       "Assumed path rate in Gbit/s for the automatic stream rule; 0 = the device speed (10 if below 1)")          \
+    X(ATLAS_FAULTS, faults, String, "", 0, 0,                                                     \
+      "TEST ONLY: transport fault plan (reset/stall/drop/flip, docs/protocol.md); refused "       \
+      "unless ATLAS_TEST_MODE=1")                                                                 \
+    X(ATLAS_TEST_MODE, test_mode, Bool, false, 0, 0,                                              \
+      "TEST ONLY: declares the process a test, which allows ATLAS_FAULTS")                       \
     X(ATLAS_ABORT_ON_ERROR, abort_on_error, Bool, false, 0, 0,                                    \
       "Debug: abort() on the first error any plugin call returns")                                \
     X(ATLAS_DEBUG_STDERR, debug_stderr, Bool, false, 0, 0,                                        \
@@ -188,6 +196,8 @@ struct Params {
 
     // Not a variable: ATLAS_AUTH_KEY, or the contents of ATLAS_AUTH_KEY_FILE.
     std::string resolved_auth_key;
+    // Not a variable: ATLAS_FAULTS parsed (only with ATLAS_TEST_MODE=1).
+    std::vector<transport::FaultSpec> resolved_faults;
 };
 
 // One registry entry, for parsing, logging and documentation.
@@ -222,7 +232,8 @@ struct ParamsParse {
 };
 // Parses every variable (so all problems are reported at once), then the cross-variable
 // rules: ATLAS_AUTH_KEY and ATLAS_AUTH_KEY_FILE are exclusive; the key file must be readable
-// and non-empty; an explicit ATLAS_NSTREAMS must not exceed ATLAS_MAX_STREAMS.
+// and non-empty; an explicit ATLAS_NSTREAMS must not exceed ATLAS_MAX_STREAMS; ATLAS_FAULTS
+// must parse and needs ATLAS_TEST_MODE=1.
 ParamsParse parseParams(const EnvLookup& env);
 
 // "KEY=value" for the variables that differ from their default (all of them when

@@ -228,6 +228,22 @@ TEST(ParamsTest, NstreamsMayNotExceedMaxStreams) {
     EXPECT_TRUE(parseWith({{"ATLAS_NSTREAMS", "8"}, {"ATLAS_MAX_STREAMS", "8"}}).errors.empty());
 }
 
+TEST(ParamsTest, FaultPlanIsRefusedOutsideTestModeAndParsedInIt) {
+    ParamsParse r = parseWith({{"ATLAS_FAULTS", "reset:stream=1,after=1M"}});
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_NE(r.errors[0].find("ATLAS_TEST_MODE=1"), std::string::npos) << r.errors[0];
+    EXPECT_TRUE(r.params.resolved_faults.empty());
+    r = parseWith({{"ATLAS_FAULTS", "reset:stream=1,after=1M;drop:ms=500"},
+                   {"ATLAS_TEST_MODE", "1"}});
+    ASSERT_TRUE(r.status().isOk()) << r.status().toString();
+    ASSERT_EQ(r.params.resolved_faults.size(), 2u);
+    EXPECT_EQ(makeTransportConfig(r.params, 0).faults.size(), 2u);
+    r = parseWith({{"ATLAS_FAULTS", "reset:stream=1,after=12Q"}, {"ATLAS_TEST_MODE", "1"}});
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_NE(r.errors[0].find("ATLAS_FAULTS"), std::string::npos) << r.errors[0];
+    EXPECT_NE(r.errors[0].find("after"), std::string::npos) << r.errors[0];
+}
+
 TEST(ParamsTest, AuthKeyDirect) {
     ParamsParse r = parseWith({{"ATLAS_AUTH_KEY", "s3cret"}});
     ASSERT_TRUE(r.status().isOk());
@@ -300,6 +316,7 @@ TEST(ParamsTest, TransportConfigMapping) {
                                {"ATLAS_INLINE_BYTES", "1K"},
                                {"ATLAS_STRIPE", "even"},
                                {"ATLAS_TIMEOUT_MS", "5000"},
+                               {"ATLAS_RESEND_BYTES", "256M"},
                                {"ATLAS_AUTH_KEY", "k"}});
     ASSERT_TRUE(r.status().isOk()) << r.status().toString();
     transport::TransportConfig c = makeTransportConfig(r.params, 25000);
@@ -313,6 +330,8 @@ TEST(ParamsTest, TransportConfigMapping) {
     EXPECT_EQ(c.stripe, transport::StripeMode::kEven);
     EXPECT_EQ(c.timeout_ms, 5000);
     EXPECT_EQ(c.auth_key, "k");
+    EXPECT_EQ(c.resend_bytes, 256 * kMiB);
+    EXPECT_TRUE(c.faults.empty());
     EXPECT_EQ(c.link_bps, 25'000'000'000ull);  // ATLAS_LINK_GBPS unset: the device speed
 
     Params p;
