@@ -37,7 +37,8 @@ void CommCore::onRecvComplete(Stream& s, int64_t result) {
             checkPeerGone();
             return;
         }
-        loseStream(s, result == 0 ? std::string("the peer closed the stream (unexpected EOF)")
+        loseStream(s, result == 0 ? std::string("end of stream without the peer's goodbye (peer "
+                                                "gone, or the connection was destroyed on the way)")
                                   : Status::fromErrno("recv", static_cast<int>(-result)).message());
         return;
     }

@@ -1,5 +1,6 @@
-// One 1 GiB message across two processes, byte-exact (label `slow`: it moves and checks
-// 1 GiB, which takes seconds, more under sanitizers).
+// One 1 GiB message across two processes, byte-exact, plain and with two of its data streams
+// reset in the middle of it (label `slow`: each moves and checks 1 GiB, which takes seconds,
+// more under sanitizers).
 #include <gtest/gtest.h>
 
 #include "tests/abi/isolate.h"
@@ -35,6 +36,22 @@ TEST(Large, OneGibibyteAcrossTwoProcesses) {
         expectPeerSucceeded(*sender, deadline, "sender");
         ATLAS_EXPECT_OK((*ep)->finalizeAndClose());
     });
+}
+
+TEST(Recovery, StreamsResetInTheMiddleOfAOneGibibyteMessage) {
+    // Send-side faults: only the child's send comm acts on them.
+    runIsolated(
+        loopbackEnv({{"ATLAS_NSTREAMS", "4"},
+                     {"ATLAS_TEST_MODE", "1"},
+                     {"ATLAS_FAULTS", "reset:stream=2,after=96M;reset:stream=4,after=192M"}}),
+        kBudget, [] {
+            Deadline deadline(kBudget * 9 / 10);
+            transferWithSenderFaults(
+                {kGiB}, deadline,
+                {"stream 2 (epoch 0) lost: reset by fault injection",
+                 "stream 4 (epoch 0) lost: reset by fault injection", "stream 2 rejoined (epoch 1)",
+                 "stream 4 rejoined (epoch 1)"});
+        });
 }
 
 }  // namespace

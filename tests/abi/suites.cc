@@ -1,7 +1,11 @@
 #include "tests/abi/suites.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <string>
+
+#include "tests/abi/isolate.h"
 
 namespace atlas::abi {
 
@@ -640,6 +644,31 @@ Status sizesSender(NetApi& net, void* ctx, int fd, const std::vector<size_t>& si
         return annotate(ack.status(), "waiting for the receiver's ack");
     }
     return guard.close();
+}
+
+void transferWithSenderFaults(const std::vector<size_t>& sizes, const Deadline& deadline,
+                              const std::vector<std::string>& sender_log_must_have) {
+    Result<ChildProcess> sender = ChildProcess::spawn([&](int fd) {
+        return runPeer("sender", [&]() -> Status {
+            Result<std::unique_ptr<Endpoint>> ep = Endpoint::open(pluginPath());
+            if (!ep.isOk()) {
+                return ep.status();
+            }
+            ATLAS_RETURN_IF_ERROR(sizesSender((*ep)->net(), (*ep)->ctx(), fd, sizes, deadline));
+            for (const std::string& needle : sender_log_must_have) {
+                if (!LogCapture::contains(needle)) {
+                    return Status(Code::kInternal, "the sender's log lacks '" + needle + "'");
+                }
+            }
+            return (*ep)->finalizeAndClose();
+        });
+    });
+    ATLAS_ASSERT_OK(sender);
+    Result<std::unique_ptr<Endpoint>> ep = Endpoint::open(pluginPath());
+    ATLAS_ASSERT_OK(ep);
+    ATLAS_EXPECT_OK(sizesReceiver((*ep)->net(), (*ep)->ctx(), sender->fd(), sizes, deadline));
+    expectPeerSucceeded(*sender, deadline, "sender");
+    ATLAS_EXPECT_OK((*ep)->finalizeAndClose());
 }
 
 }  // namespace atlas::abi

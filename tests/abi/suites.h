@@ -52,6 +52,13 @@ Status sizesReceiver(NetApi& net, void* ctx, int fd, const std::vector<size_t>& 
 Status sizesSender(NetApi& net, void* ctx, int fd, const std::vector<size_t>& sizes,
                    const Deadline& deadline);
 
+// Sender (a child, with the ATLAS_FAULTS plan of the environment acting on its send comm)
+// and receiver (the calling process) move `sizes` one message at a time, byte-checked; the
+// sender then checks that its log holds every line of `sender_log_must_have` (gtest
+// assertions in the caller's process).
+void transferWithSenderFaults(const std::vector<size_t>& sizes, const Deadline& deadline,
+                              const std::vector<std::string>& sender_log_must_have);
+
 // Checks a received buffer: [0, size) holds messageSeed's pattern, [size, size + tail) still
 // holds the `junk_seed` pattern written before the receive.
 Status checkReceived(const uint8_t* dst, size_t size, uint64_t seed, size_t tail,
