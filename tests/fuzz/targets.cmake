@@ -7,6 +7,9 @@ target_include_directories(fuzz_wanem_packet PRIVATE ${PROJECT_SOURCE_DIR})
 atlas_add_fuzzer(fuzz_safetensors SOURCES ${PROJECT_SOURCE_DIR}/tests/bubbletea/engine_fuzz_safetensors.cc ${PROJECT_SOURCE_DIR}/bubbletea/engine/safetensors.cc ${PROJECT_SOURCE_DIR}/bubbletea/engine/model_config.cc ${PROJECT_SOURCE_DIR}/bubbletea/engine/dtype.cc LIBS atlas::common nlohmann_json::nlohmann_json REPLAY_LIBS atlas::engine)
 target_include_directories(fuzz_safetensors PRIVATE ${PROJECT_SOURCE_DIR})
 atlas_add_fuzzer(fuzz_transport_wire SOURCES fuzz_transport_wire.cc LIBS atlas::transport)
+# transport recovery: the confirmation frame (decoded and applied to a SendLedger) and the rejoin handshake
+atlas_add_fuzzer(fuzz_transport_confirm SOURCES fuzz_transport_confirm.cc LIBS atlas::transport)
+atlas_add_fuzzer(fuzz_transport_rejoin SOURCES fuzz_transport_rejoin.cc LIBS atlas::transport)
 # bubble channel reader validation (segment images); reader sources compiled in so libFuzzer instruments them
 atlas_add_fuzzer(fuzz_bubble_channel SOURCES ${PROJECT_SOURCE_DIR}/tests/channel/fuzz_bubble_channel.cc ${PROJECT_SOURCE_DIR}/channel/channel_reader.cc ${PROJECT_SOURCE_DIR}/channel/segment.cc ${PROJECT_SOURCE_DIR}/channel/channel_name.cc ${PROJECT_SOURCE_DIR}/channel/channel_types.cc LIBS atlas::common REPLAY_LIBS atlas::bubble_channel)
 target_include_directories(fuzz_bubble_channel PRIVATE ${PROJECT_SOURCE_DIR})
