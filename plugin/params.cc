@@ -376,6 +376,11 @@ ParamsParse parseParams(const EnvLookup& env) {
         result.errors.push_back("ATLAS_NSTREAMS=" + std::to_string(p.nstreams) +
                                 " exceeds ATLAS_MAX_STREAMS=" + std::to_string(p.max_streams));
     }
+    if (p.encrypt && p.resolved_auth_key.empty() && p.auth_key_file.empty()) {
+        result.errors.push_back(
+            "ATLAS_ENCRYPT=1 needs a shared key: set ATLAS_AUTH_KEY or ATLAS_AUTH_KEY_FILE (the "
+            "same on both sides)");
+    }
     if (!p.faults.empty()) {
         // The fault seam is for tests only: a production job must never run it by accident.
         auto plan = transport::parseFaultPlan(p.faults);
@@ -415,6 +420,7 @@ transport::TransportConfig makeTransportConfig(const Params& p, int device_speed
     c.timeout_ms = static_cast<int>(p.timeout_ms);
     c.auth_key = p.resolved_auth_key;
     c.resend_bytes = p.resend_bytes;
+    c.encrypt = p.encrypt;
     c.faults = p.resolved_faults;
     if (p.link_gbps > 0) {
         c.link_bps = static_cast<uint64_t>(std::llround(p.link_gbps * 1e9));

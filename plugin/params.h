@@ -131,6 +131,8 @@ struct EnumChoices<transport::StripeMode> {
       "Shared key that authenticates connections; unset = no authentication")                     \
     X(ATLAS_AUTH_KEY_FILE, auth_key_file, String, "", 0, 0,                                       \
       "File holding the shared key (trailing newline stripped); exclusive with ATLAS_AUTH_KEY")   \
+    X(ATLAS_ENCRYPT, encrypt, Bool, false, 0, 0,                                                  \
+      "Seal every frame with AES-256-GCM (needs ATLAS_AUTH_KEY/_FILE; both sides must agree)")   \
     X(ATLAS_LINK_GBPS, link_gbps, Double, 0.0, 0.0, 100000.0,                                     \
       "Assumed path rate in Gbit/s for the automatic stream rule; 0 = the device speed (10 if below 1)")          \
     X(ATLAS_FAULTS, faults, String, "", 0, 0,                                                     \
@@ -233,7 +235,7 @@ struct ParamsParse {
 // Parses every variable (so all problems are reported at once), then the cross-variable
 // rules: ATLAS_AUTH_KEY and ATLAS_AUTH_KEY_FILE are exclusive; the key file must be readable
 // and non-empty; an explicit ATLAS_NSTREAMS must not exceed ATLAS_MAX_STREAMS; ATLAS_FAULTS
-// must parse and needs ATLAS_TEST_MODE=1.
+// must parse and needs ATLAS_TEST_MODE=1; ATLAS_ENCRYPT needs a key.
 ParamsParse parseParams(const EnvLookup& env);
 
 // "KEY=value" for the variables that differ from their default (all of them when

@@ -56,20 +56,24 @@ Result<uint64_t> randomU64() {
     return v;
 }
 
-wire::Mac serverMac(const std::string& key, const AuthContext& ctx, uint16_t rejoin_port) {
+wire::Mac serverMac(const std::string& key, const AuthContext& ctx, uint16_t rejoin_port,
+                    uint8_t modes) {
     MacInput in("atlas-server-v2");
     in.addContext(ctx);
     in.addValue(rejoin_port);
+    in.addValue(modes);
     return in.mac(key);
 }
 
-wire::Mac clientMac(const std::string& key, const AuthContext& ctx, const wire::Config& plan) {
-    MacInput in("atlas-client-v1");
+wire::Mac clientMac(const std::string& key, const AuthContext& ctx, const wire::Config& plan,
+                    uint8_t modes) {
+    MacInput in("atlas-client-v2");
     in.addContext(ctx);
     in.addValue(plan.nstreams);
     in.addValue(plan.chunk_bytes);
     in.addValue(plan.inline_bytes);
     in.addValue(plan.rtt_ns);
+    in.addValue(modes);
     return in.mac(key);
 }
 

@@ -27,8 +27,13 @@ struct AuthContext {
     wire::Nonce server_nonce{};
 };
 
-wire::Mac serverMac(const std::string& key, const AuthContext& ctx, uint16_t rejoin_port);
-wire::Mac clientMac(const std::string& key, const AuthContext& ctx, const wire::Config& plan);
+// `modes` binds both sides' settings the handshake negotiates: bit 0 the connector encrypts
+// (Hello.encrypt), bit 1 the listener does (HelloAck.encrypt), so a man in the middle cannot
+// strip encryption from one side unnoticed.
+wire::Mac serverMac(const std::string& key, const AuthContext& ctx, uint16_t rejoin_port,
+                    uint8_t modes);
+wire::Mac clientMac(const std::string& key, const AuthContext& ctx, const wire::Config& plan,
+                    uint8_t modes);
 wire::Mac dataMac(const std::string& key, const AuthContext& ctx, uint32_t index);
 
 // Rejoin of stream `index` at `epoch` (docs/protocol.md, "Rejoin"): both MACs bind the

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstring>
 
 #include "transport/engine.h"
 
@@ -24,8 +25,10 @@ CommCore::CommCore(const CommParams& params, std::vector<Fd> fds, Engine* engine
     const int ndata = static_cast<int>(streams_.size()) - 1;
     if (isSend()) {
         // Two pieces per stream: one being accepted by the kernel, one ready behind it.
+        // Sealed pieces pass through a per-stream staging buffer: keep them bounded.
         striper_ = std::make_unique<Striper>(params_.stripe, ndata, params_.chunk_bytes,
-                                             2 * params_.chunk_bytes);
+                                             2 * params_.chunk_bytes, 64 * 1024,
+                                             sealed() ? kMaxSealedPiece : wire::kMaxFrameLength);
         loads_.resize(static_cast<size_t>(ndata));
         ledger_ = std::make_unique<SendLedger>(static_cast<int>(streams_.size()),
                                                params_.resend_bytes, params_.chunk_bytes);
@@ -58,7 +61,53 @@ std::unique_ptr<CommCore::Stream> CommCore::makeStream(int index, uint32_t epoch
     s->recv_op.handler = s.get();
     s->recv_op.tag = index;
     s->progress_at = params_.clock->nowNs();
+    if (sealed()) {
+        // Data frames go connector -> listener, confirmations the other way.
+        const auto out = isSend() ? seal::Direction::kConnectorToListener
+                                  : seal::Direction::kListenerToConnector;
+        const auto in = isSend() ? seal::Direction::kListenerToConnector
+                                 : seal::Direction::kConnectorToListener;
+        const auto stream = static_cast<uint16_t>(index);
+        auto sealer =
+            seal::StreamSealer::create(*params_.secrets, out, stream, wire::kFrameHeaderBytes);
+        auto opener =
+            seal::StreamOpener::create(*params_.secrets, in, stream, wire::kFrameHeaderBytes);
+        Status st = !sealer.isOk() ? sealer.status() : opener.status();
+        if (st.isOk() && epoch > 0) {
+            st = sealer->restart(epoch);
+            if (st.isOk()) {
+                st = opener->restart(epoch);
+            }
+        }
+        if (!st.isOk()) {
+            fail({st.code(), "stream " + std::to_string(index) + ": " + st.message()});
+            return s;
+        }
+        s->sealer.emplace(std::move(sealer.value()));
+        s->opener.emplace(std::move(opener.value()));
+    }
     return s;
+}
+
+void CommCore::failSeal(const Stream& s, const Status& st) {
+    RecoveryCounters::add(counters_.seal_failures, 1);
+    fail({Code::kRemote, "stream " + std::to_string(s.index) + " from " +
+                             params_.info.peer.toString() + ": " + st.message() +
+                             " (the frame was altered, replayed, reordered or truncated on the "
+                             "way; nothing of it was delivered)"});
+}
+
+size_t CommCore::sealControl(Stream& s, wire::FrameType type, uint8_t* out) {
+    uint8_t header[wire::kFrameHeaderBytes];
+    wire::encodeFrame({type, 0, 0, 0, 0}, header);
+    if (!sealed()) {
+        std::memcpy(out, header, sizeof(header));
+        return sizeof(header);
+    }
+    if (!s.sealer || !s.sealer->seal(header, {}, {}, {out, kMaxPrefixBytes}).isOk()) {
+        return 0;
+    }
+    return kMaxPrefixBytes;
 }
 
 int CommCore::liveCount() const {
@@ -368,7 +417,7 @@ void CommCore::readHeader(Stream& s) {
     s.phase = RecvPhase::kHeader;
     IoOp& op = s.recv_op;
     op.buf = s.header;
-    op.want = wire::kFrameHeaderBytes;
+    op.want = prefixBytes();
     op.done = 0;
     submitRecv(s);
 }

@@ -33,6 +33,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,7 @@
 #include "transport/reactor.h"
 #include "transport/recovery.h"
 #include "transport/rejoiner.h"
+#include "transport/seal.h"
 #include "transport/send_ledger.h"
 #include "transport/socket_util.h"
 #include "transport/striper.h"
@@ -95,6 +97,8 @@ struct CommParams {
     uint32_t notsent_lowat = 512 * 1024;  // data streams (send side), also for rejoined ones
     std::vector<FaultSpec> faults;        // test seam; empty in production
     Rejoiner* rejoiner = nullptr;
+    // ATLAS_ENCRYPT: the session's direction secrets; null = frames in clear.
+    std::shared_ptr<const seal::SessionSecrets> secrets;
 };
 
 class CommCore final {
@@ -147,6 +151,8 @@ class CommCore final {
     CommCore* next_ready_ = nullptr;
 
   private:
+    static constexpr size_t kMaxPrefixBytes = seal::prefixBytes(wire::kFrameHeaderBytes);
+    static constexpr uint64_t kMaxSealedPiece = 8ull << 20;
     enum class RecvPhase : uint8_t {
         kHeader,       // reading a frame header
         kPayload,      // reading a data frame's payload (in runs: into the buffer or drained)
@@ -166,7 +172,7 @@ class CommCore final {
         IoOp send_op, recv_op;
         // Reading.
         RecvPhase phase = RecvPhase::kHeader;
-        uint8_t header[wire::kFrameHeaderBytes]{};
+        uint8_t header[kMaxPrefixBytes]{};  // the frame header (sealed: the whole prefix)
         wire::FrameHeader frame;
         uint64_t frame_seq = 0;
         uint64_t pos = 0;  // payload bytes of the frame consumed so far
@@ -182,6 +188,14 @@ class CommCore final {
         bool op_control = false;  // recv: a confirmation is in flight here
         uint8_t flip_byte = 0;    // fault seam: the flipped byte's private copy
         uint8_t flip_header[wire::kFrameHeaderBytes]{};
+        // Sealing (ATLAS_ENCRYPT): one sealer for what this side writes, one opener for what it
+        // reads, keyed for this incarnation's {stream, epoch}. Frames are sealed in the order
+        // they go out, into `staging` (one send's frames: prefix, then ciphertext).
+        std::optional<seal::StreamSealer> sealer;
+        std::optional<seal::StreamOpener> opener;
+        std::vector<uint8_t> staging;
+        std::vector<std::pair<uint64_t, uint64_t>>
+            sealed_runs;        // recv: written, not yet authenticated
         Nanos progress_at = 0;  // send: last advance of its confirmations (stall rule)
         uint64_t bytes = 0;     // payload bytes moved in this incarnation
 
@@ -212,6 +226,14 @@ class CommCore final {
     };
 
     bool isSend() const { return params_.role == CommParams::Role::kSend; }
+    bool sealed() const { return params_.secrets != nullptr; }
+    // Bytes in front of every payload on the wire: the header, sealed or not.
+    size_t prefixBytes() const { return sealed() ? kMaxPrefixBytes : wire::kFrameHeaderBytes; }
+    // A seal failure: counted, and the comm fails (altered, replayed, reordered or truncated
+    // bytes never reach the caller).
+    void failSeal(const Stream& s, const Status& st);
+    // Seals one header-only frame (goodbye, abort) for a direct write; its length.
+    size_t sealControl(Stream& s, wire::FrameType type, uint8_t* out);
     Request& slot(uint64_t seq) { return reqs_[seq % kMaxRequests]; }
     SlotState& state(uint64_t seq) { return slots_[seq % kMaxRequests]; }
     Stream* live(int index) const { return streams_[static_cast<size_t>(index)].get(); }
@@ -313,7 +335,7 @@ class CommCore final {
     uint64_t confirm_bytes_ = 0;
     uint64_t confirmed_posted_ = 0;
     Stream* confirm_stream_ = nullptr;  // the stream a confirmation is being sent on
-    uint8_t confirm_buf_[wire::kFrameHeaderBytes + wire::kMaxConfirmBody]{};
+    uint8_t confirm_buf_[kMaxPrefixBytes + wire::kMaxConfirmBody]{};
     std::vector<wire::ConfirmEntry> final_confirms_;  // lost incarnations' last counts
     std::vector<wire::ConfirmEntry> confirm_sent_;    // entries of the confirmation in flight
 };

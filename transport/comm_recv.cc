@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstring>
 
 #include "transport/comm_core.h"
 #include "transport/engine.h"
@@ -58,6 +59,14 @@ void CommCore::onRecvComplete(Stream& s, int64_t result) {
 }
 
 void CommCore::onHeader(Stream& s) {
+    if (sealed()) {
+        // The header is authenticated before anything in it is believed.
+        Status open = s.opener->openPrefix({s.header, kMaxPrefixBytes});
+        if (!open.isOk()) {
+            failSeal(s, open);
+            return;
+        }
+    }
     Status st = wire::decodeFrame(s.header, wire::kMaxFrameLength, &s.frame);
     if (st.isOk() && s.frame.type == wire::FrameType::kConfirm) {
         st = {Code::kRemote, "the sender sent a confirmation"};
@@ -67,6 +76,17 @@ void CommCore::onHeader(Stream& s) {
         fail({st.code(), "stream " + std::to_string(s.index) + " from " +
                              params_.info.peer.toString() + ": " + st.message()});
         return;
+    }
+    if (sealed()) {
+        st = s.opener->beginPayload(s.frame.length);
+        if (st.isOk() && s.frame.length == 0 && s.frame.type != wire::FrameType::kData) {
+            st = s.opener->finish();  // goodbye, abort: authenticated before acted on
+        }
+        if (!st.isOk()) {
+            failSeal(s, st);
+            return;
+        }
+        s.sealed_runs.clear();
     }
     if (s.frame.type == wire::FrameType::kAbort) {
         peer_closed_ = true;
@@ -132,18 +152,20 @@ void CommCore::attach(Stream& s) {
         fail({Code::kRemote, "inconsistent size for message " + std::to_string(seq)});
         return;
     }
-    // Another stream still reading into these bytes (the original of a resent frame, or the
-    // resend of one whose original is still arriving): wait until that read has ended, then
-    // read only what it did not write. The wait is bounded: the read ends when its bytes
-    // arrive, its stream fails, or the sender's rejoin of that stream replaces it.
+    // Another stream in the middle of a frame over these bytes (the original of a resent
+    // frame, or the resend of one whose original is still arriving): wait until that frame
+    // has ended, then read only what it delivered. Whole frames, not just the read in flight:
+    // sealed, a frame's bytes are not delivered until its tag checks out at its end. The
+    // wait is bounded: the frame ends when its bytes arrive, its stream fails, or the
+    // sender's rejoin of that stream replaces it.
     const uint64_t lo = s.frame.offset, hi = s.frame.offset + s.frame.length;
     for (const auto* list : {&streams_, &graveyard_}) {
         for (const auto& t : *list) {
-            if (t == nullptr || t.get() == &s || t->phase != RecvPhase::kPayload ||
-                !t->run_to_buffer || !t->recv_op.in_flight || t->frame_seq != seq) {
+            if (t == nullptr || t.get() == &s || t->phase != RecvPhase::kPayload || t->duplicate ||
+                t->frame_seq != seq || (t->dead && !t->recv_op.in_flight)) {
                 continue;
             }
-            const uint64_t tlo = t->frame.offset + t->pos, thi = tlo + t->run_len;
+            const uint64_t tlo = t->frame.offset, thi = tlo + t->frame.length;
             if (tlo < hi && lo < thi) {
                 s.phase = RecvPhase::kWaitOverlap;
                 ++overlap_waits_;
@@ -152,6 +174,13 @@ void CommCore::attach(Stream& s) {
         }
     }
     if (s.frame.length == 0) {  // a zero-byte message
+        if (sealed()) {
+            Status fin = s.opener->finish();
+            if (!fin.isOk()) {
+                failSeal(s, fin);
+                return;
+            }
+        }
         completeRequest(seq, 0);
         frameDone(s);
         return;
@@ -191,7 +220,19 @@ void CommCore::nextRun(Stream& s) {
 }
 
 void CommCore::onPayload(Stream& s, uint64_t n) {
-    if (s.run_to_buffer) {
+    if (sealed()) {
+        // Decrypted in place where it landed (the posted buffer, or scratch for a duplicate),
+        // while the bytes are still in cache. Not delivered before the frame's tag checks out.
+        Status st = s.opener->decrypt({s.recv_op.buf, n});
+        if (!st.isOk()) {
+            failSeal(s, st);
+            return;
+        }
+    }
+    if (s.run_to_buffer && sealed()) {
+        s.sealed_runs.push_back({s.frame.offset + s.pos, n});
+        s.run_to_buffer = false;
+    } else if (s.run_to_buffer) {
         SlotState& st = state(s.frame_seq);
         const uint64_t off = s.frame.offset + s.pos;
         st.ranges.insert(off, off + n);
@@ -216,9 +257,11 @@ void CommCore::onPayload(Stream& s, uint64_t n) {
 }
 
 void CommCore::creditPartial(Stream& s) {
-    // A read cut off by a failure wrote recv_op.done bytes into the buffer: they are
-    // delivered (TCP delivered them in order), so the resend fills only the rest.
-    if (s.phase != RecvPhase::kPayload || !s.run_to_buffer || s.recv_op.done == 0) {
+    // A read cut off by a failure wrote recv_op.done bytes into the buffer: in clear they are
+    // delivered (TCP delivered them in order), so the resend fills only the rest. Sealed, a
+    // partial frame is never authenticated: nothing counts, the resend overwrites it.
+    if (s.phase != RecvPhase::kPayload || !s.run_to_buffer || s.recv_op.done == 0 || sealed()) {
+        s.run_to_buffer = false;
         return;
     }
     SlotState& st = state(s.frame_seq);
@@ -232,6 +275,26 @@ void CommCore::creditPartial(Stream& s) {
 }
 
 void CommCore::frameDone(Stream& s) {
+    if (sealed() && s.opener->midFrame()) {
+        Status st = s.opener->finish();
+        if (!st.isOk()) {
+            failSeal(s, st);
+            return;
+        }
+        if (!s.sealed_runs.empty()) {
+            // Authenticated: now the bytes count as delivered.
+            SlotState& slot_state = state(s.frame_seq);
+            for (const auto& [off, len] : s.sealed_runs) {
+                slot_state.ranges.insert(off, off + len);
+                RecoveryCounters::add(counters_.payload_bytes, len);
+                s.bytes += len;
+            }
+            s.sealed_runs.clear();
+            if (slot_state.ranges.covered() == slot_state.total && !slot_state.complete) {
+                completeRequest(s.frame_seq, slot_state.total);
+            }
+        }
+    }
     ++s.frames_in;
     s.duplicate = false;
     confirm_bytes_ += s.frame.length;
@@ -300,15 +363,26 @@ void CommCore::maybeConfirm(Nanos now) {
         return;
     }
     confirmed_posted_ = engine_seq_;
-    const size_t len = wire::encodeConfirm(body, confirm_buf_ + wire::kFrameHeaderBytes);
+    const size_t pre = prefixBytes();
+    const size_t len = wire::encodeConfirm(body, confirm_buf_ + pre);
     wire::encodeFrame({wire::FrameType::kConfirm, 0, static_cast<uint32_t>(len), 0, 0},
                       confirm_buf_);
+    if (sealed()) {
+        uint8_t header[wire::kFrameHeaderBytes];
+        std::memcpy(header, confirm_buf_, sizeof(header));
+        Status st =
+            via->sealer->sealInPlace(header, {confirm_buf_ + pre, len}, {confirm_buf_, pre});
+        if (!st.isOk()) {
+            fail({st.code(), "sealing a confirmation: " + st.message()});
+            return;
+        }
+    }
     IoOp& op = via->send_op;
     op.iovcnt = 1;
     op.iov_first = 0;
-    op.iov[0] = {confirm_buf_, wire::kFrameHeaderBytes + len};
+    op.iov[0] = {confirm_buf_, pre + len};
     op.done = 0;
-    op.total = wire::kFrameHeaderBytes + len;
+    op.total = pre + len;
     via->op_control = true;
     confirm_stream_ = via;
     RecoveryCounters::add(counters_.confirms, 1);

@@ -162,8 +162,45 @@ void CommCore::startSend(Stream& s) {
     op.total = 0;
     const size_t avail = ledger_->unsent(s.index);
     size_t n = 0;
+    if (sealed()) {
+        // Every frame sealed, in wire order, into the stream's staging buffer as
+        // [prefix][ciphertext]; one iovec per frame. A resend is sealed afresh for this
+        // stream and epoch from the plaintext (the caller's buffer or the store's copy).
+        size_t bytes = 0;
+        for (; n < avail && op.iovcnt < IoOp::kMaxIov; ++n) {
+            const size_t len = ledger_->frame(ledger_->unsentAt(s.index, n)).length;
+            if (n > 0 && bytes + kMaxPrefixBytes + len > 4 * params_.chunk_bytes) {
+                break;  // bounded staging; the rest goes in the next send
+            }
+            bytes += kMaxPrefixBytes + len;
+            ++op.iovcnt;
+        }
+        if (s.staging.size() < bytes) {
+            s.staging.resize(bytes);
+        }
+        uint8_t* out = s.staging.data();
+        for (size_t i = 0; i < n; ++i) {
+            SendLedger::Frame& f = ledger_->frame(ledger_->unsentAt(s.index, i));
+            Status st = s.sealer->seal(f.header, {f.src, f.length},
+                                       {out + kMaxPrefixBytes, f.length}, {out, kMaxPrefixBytes});
+            if (!st.isOk()) {
+                RecoveryCounters::add(counters_.seal_failures, 1);
+                fail({st.code(),
+                      "sealing on stream " + std::to_string(s.index) + ": " + st.message()});
+                return;
+            }
+            bool flip_payload = false;
+            if (faults_ != nullptr && faults_->takeFlip(s.index, &flip_payload)) {
+                // The test seam's corruption, after sealing: the receiver must refuse it.
+                out[flip_payload && f.length > 0 ? kMaxPrefixBytes : 0] ^= 0x5A;
+            }
+            op.iov[i] = {out, kMaxPrefixBytes + f.length};
+            op.total += kMaxPrefixBytes + f.length;
+            out += kMaxPrefixBytes + f.length;
+        }
+    }
     // Several frames per sendmsg: fewer syscalls for small inline messages.
-    while (n < avail && op.iovcnt + 3 <= IoOp::kMaxIov) {
+    while (!sealed() && n < avail && op.iovcnt + 3 <= IoOp::kMaxIov) {
         SendLedger::Frame& f = ledger_->frame(ledger_->unsentAt(s.index, n));
         const uint8_t* header = f.header;
         bool flip_payload = false;
@@ -179,6 +216,8 @@ void CommCore::startSend(Stream& s) {
             const uint8_t* p = f.src;
             uint32_t len = f.length;
             if (flipped && flip_payload) {
+                // In clear nothing protects the payload: the receiver gets the wrong byte
+                // (TCP's checksum catches real corruption; ATLAS_ENCRYPT catches this too).
                 s.flip_byte = static_cast<uint8_t>(p[0] ^ 0x5A);  // the caller's buffer is const
                 op.iov[op.iovcnt++] = {&s.flip_byte, 1};
                 ++p;
@@ -210,7 +249,7 @@ void CommCore::onSendComplete(Stream& s, int64_t result) {
         loseStream(s, Status::fromErrno("send", static_cast<int>(-result)).message());
         return;
     }
-    const uint64_t payload = static_cast<uint64_t>(result) - s.op_frames * wire::kFrameHeaderBytes;
+    const uint64_t payload = static_cast<uint64_t>(result) - s.op_frames * prefixBytes();
     const Nanos now = params_.clock->nowNs();
     ledger_->finishOp(s.index, now);
     s.op_frames = 0;
@@ -245,8 +284,25 @@ void CommCore::tryCompletions() {
 }
 
 void CommCore::onSenderHeader(Stream& s) {
+    if (sealed()) {
+        Status open = s.opener->openPrefix({s.header, kMaxPrefixBytes});
+        if (!open.isOk()) {
+            failSeal(s, open);
+            return;
+        }
+    }
     wire::FrameHeader h;
     Status st = wire::decodeFrame(s.header, 0, &h);
+    if (st.isOk() && sealed()) {
+        st = s.opener->beginPayload(h.length);
+        if (st.isOk() && h.length == 0) {
+            st = s.opener->finish();
+        }
+        if (!st.isOk()) {
+            failSeal(s, st);
+            return;
+        }
+    }
     if (st.isOk() && h.type == wire::FrameType::kData) {
         st = {Code::kRemote, "the receiver sent a data frame"};
     }
@@ -276,6 +332,16 @@ void CommCore::onSenderHeader(Stream& s) {
 }
 
 void CommCore::onConfirmBody(Stream& s) {
+    if (sealed()) {
+        Status open = s.opener->decrypt({s.scratch.get(), s.frame.length});
+        if (open.isOk()) {
+            open = s.opener->finish();
+        }
+        if (!open.isOk()) {
+            failSeal(s, open);
+            return;
+        }
+    }
     wire::ConfirmBody body;
     Status st =
         wire::decodeConfirm(std::span<const uint8_t>(s.scratch.get(), s.frame.length), &body);

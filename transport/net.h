@@ -62,7 +62,9 @@ struct TransportConfig {
     ConfirmCadence confirm;  // receiver's confirmation cadence (docs/protocol.md)
     // TEST-ONLY fault plan (transport/faults.h); the plugin sets it only for ATLAS_TEST_MODE=1.
     std::vector<FaultSpec> faults;
-    std::string auth_key;                   // empty: no authentication
+    std::string auth_key;  // empty: no authentication
+    // Seal every frame (AES-256-GCM, transport/seal.h); needs auth_key; both sides must agree.
+    bool encrypt = false;
     uint64_t link_bps = 10'000'000'000ull;  // assumed path rate for the automatic stream rule
     Logger logger;
     const Clock* clock = &MonotonicClock::instance();
@@ -97,6 +99,7 @@ struct CommInfo {
     SocketAddress local;
     SocketAddress peer;
     bool authenticated = false;
+    bool encrypted = false;  // every frame sealed (ATLAS_ENCRYPT)
 };
 
 class Transport {

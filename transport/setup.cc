@@ -172,6 +172,7 @@ Status Connector::connectCtrl(Nanos now) {
     hello.session_id = auth_.session_id;
     hello.client_nonce = auth_.client_nonce;
     hello.wants_auth = cfg_.auth_key.empty() ? 0 : 1;
+    hello.encrypt = cfg_.encrypt ? 1 : 0;
     queueMsg(ctrl_, hello);
     ATLAS_RETURN_IF_ERROR(ctrl_.flush());
     hello_sent_ = now;
@@ -187,18 +188,30 @@ Status Connector::onHelloAck(const wire::HelloAck& ack, Nanos now) {
     }
     auth_.server_nonce = ack.server_nonce;
     rejoin_port_ = ack.rejoin_port;
+    modes_ = static_cast<uint8_t>((cfg_.encrypt ? 1 : 0) | (ack.encrypt << 1));
     if (!cfg_.auth_key.empty()) {
         if (ack.auth == 0) {
             return {Code::kRemote, "listener " + peer_.toString() +
                                        " has no ATLAS_AUTH_KEY but this side requires one"};
         }
-        if (!macEqual(ack.server_mac, serverMac(cfg_.auth_key, auth_, ack.rejoin_port))) {
+        if (!macEqual(ack.server_mac, serverMac(cfg_.auth_key, auth_, ack.rejoin_port, modes_))) {
             return {Code::kRemote, "listener " + peer_.toString() +
                                        " failed authentication (ATLAS_AUTH_KEY differs)"};
         }
     } else if (ack.auth != 0) {
         return {Code::kRemote, "listener " + peer_.toString() +
                                    " requires authentication; set ATLAS_AUTH_KEY on this side too"};
+    }
+    if (cfg_.encrypt && ack.encrypt == 0) {
+        return {Code::kInvalidUsage,
+                "listener " + peer_.toString() +
+                    " does not encrypt (ATLAS_ENCRYPT is off there) but this side has "
+                    "ATLAS_ENCRYPT=1: set the same ATLAS_ENCRYPT on both sides"};
+    }
+    if (!cfg_.encrypt && ack.encrypt != 0) {
+        return {Code::kInvalidUsage, "listener " + peer_.toString() +
+                                         " requires encryption (ATLAS_ENCRYPT=1 there): set "
+                                         "ATLAS_ENCRYPT=1 on this side too"};
     }
     StreamPlanInput in;
     in.rtt_ns = rtt_ns_;
@@ -214,7 +227,7 @@ Status Connector::onHelloAck(const wire::HelloAck& ack, Nanos now) {
     plan_.inline_bytes = static_cast<uint32_t>(cfg_.inline_bytes);
     plan_.rtt_ns = static_cast<uint64_t>(rtt_ns_);
     if (!cfg_.auth_key.empty()) {
-        plan_.client_mac = clientMac(cfg_.auth_key, auth_, plan_);
+        plan_.client_mac = clientMac(cfg_.auth_key, auth_, plan_, modes_);
     }
     queueMsg(ctrl_, plan_);
     ATLAS_RETURN_IF_ERROR(ctrl_.flush());
@@ -285,6 +298,14 @@ Status Connector::finish(std::unique_ptr<SendComm>* out) {
     params.info.rtt_ns = rtt_ns_;
     params.info.peer = peer_;
     params.info.authenticated = !cfg_.auth_key.empty();
+    if (cfg_.encrypt) {
+        auto secrets = seal::SessionSecrets::derive(cfg_.auth_key, auth_);
+        if (!secrets.isOk()) {
+            return secrets.status();
+        }
+        params.secrets = std::make_shared<const seal::SessionSecrets>(std::move(secrets.value()));
+        params.info.encrypted = true;
+    }
     if (auto local = localAddress(fds[0].get()); local.isOk()) {
         params.info.local = local.value();
     }
@@ -302,7 +323,10 @@ Status Connector::finish(std::unique_ptr<SendComm>* out) {
                    "inline %u B, stripe %s%s",
                    auth_.session_id, peer_.toString().c_str(), params.info.nstreams,
                    plan_reason_.c_str(), plan_.chunk_bytes, plan_.inline_bytes,
-                   stripeModeName(cfg_.stripe), params.info.authenticated ? ", authenticated" : "");
+                   stripeModeName(cfg_.stripe),
+                   params.info.encrypted       ? ", authenticated, encrypted"
+                   : params.info.authenticated ? ", authenticated"
+                                               : "");
     *out = t_.impl().makeSendComm(params, std::move(fds));
     return Status::ok();
 }
@@ -417,9 +441,19 @@ bool ListenComm::Impl::servePending(Pending& p, Nanos now) {
             wire::HelloAck ack;
             ack.server_nonce = s.auth.server_nonce;
             ack.rejoin_port = rejoin_port_;
+            ack.encrypt = cfg.encrypt ? 1 : 0;
+            s.modes = static_cast<uint8_t>(hello.encrypt | (ack.encrypt << 1));
             if (!cfg.auth_key.empty()) {
                 ack.auth = 1;
-                ack.server_mac = serverMac(cfg.auth_key, s.auth, rejoin_port_);
+                ack.server_mac = serverMac(cfg.auth_key, s.auth, rejoin_port_, s.modes);
+            }
+            if (hello.encrypt != ack.encrypt) {
+                // The HelloAck still goes out, so the connector fails naming the cause too.
+                s.refuse_why = hello.encrypt != 0
+                                   ? "connector encrypts (ATLAS_ENCRYPT=1) but this side does "
+                                     "not: set the same ATLAS_ENCRYPT on both sides"
+                                   : "connector does not encrypt but this side has "
+                                     "ATLAS_ENCRYPT=1: set ATLAS_ENCRYPT=1 there too";
             }
             if (auto peer = peerAddress(p.conn.fd()); peer.isOk()) {
                 s.peer = peer.value();
@@ -472,6 +506,15 @@ Status ListenComm::Impl::serveSession(Session& s, Nanos now, std::unique_ptr<Rec
     const TransportConfig& cfg = t_.config();
     *drop = false;
     Status st = s.ctrl.flush();
+    if (!s.refuse_why.empty()) {
+        // Wait for the HelloAck to leave (bounded by the session deadline), then drop.
+        if (st.isOk() && s.ctrl.hasOutput() && now <= s.deadline) {
+            return Status::ok();
+        }
+        warnDrop(s.ctrl.fd(), s.refuse_why);
+        *drop = true;
+        return Status::ok();
+    }
     bool eof = false;
     if (st.isOk()) {
         st = s.ctrl.fill(&eof);
@@ -485,7 +528,7 @@ Status ListenComm::Impl::serveSession(Session& s, Nanos now, std::unique_ptr<Rec
         } else if (got.value()) {
             st = expect(h, body, wire::HsType::kConfig, &s.plan, "Config");
             if (st.isOk() && !cfg.auth_key.empty() &&
-                !macEqual(s.plan.client_mac, clientMac(cfg.auth_key, s.auth, s.plan))) {
+                !macEqual(s.plan.client_mac, clientMac(cfg.auth_key, s.auth, s.plan, s.modes))) {
                 t_.impl().auth_failures.fetch_add(1, std::memory_order_relaxed);
                 st = {Code::kRemote, "connector failed authentication (ATLAS_AUTH_KEY differs)"};
             }
@@ -521,6 +564,16 @@ Status ListenComm::Impl::serveSession(Session& s, Nanos now, std::unique_ptr<Rec
         return Status::ok();
     }
     // Ready is on the wire: the comm is up.
+    std::shared_ptr<const seal::SessionSecrets> secrets;
+    if (cfg.encrypt) {
+        auto derived = seal::SessionSecrets::derive(cfg.auth_key, s.auth);
+        if (!derived.isOk()) {
+            warnDrop(s.ctrl.fd(), derived.status().message());
+            *drop = true;
+            return Status::ok();
+        }
+        secrets = std::make_shared<const seal::SessionSecrets>(std::move(derived.value()));
+    }
     std::vector<Fd> fds;
     fds.push_back(s.ctrl.takeFd());
     for (auto& d : s.data) {
@@ -541,13 +594,17 @@ Status ListenComm::Impl::serveSession(Session& s, Nanos now, std::unique_ptr<Rec
     params.info.local = addr_;
     params.info.authenticated = !cfg.auth_key.empty();
     params.auth = s.auth;
+    params.secrets = secrets;
+    params.info.encrypted = secrets != nullptr;
     ATLAS_LOG_INFO(cfg.logger,
                    "recv comm %016" PRIx64
                    " from %s: %u data streams, "
                    "rtt %" PRId64 " us%s",
                    s.auth.session_id, s.peer.toString().c_str(), s.plan.nstreams,
                    static_cast<int64_t>(s.plan.rtt_ns / 1000),
-                   params.info.authenticated ? ", authenticated" : "");
+                   params.info.encrypted       ? ", authenticated, encrypted"
+                   : params.info.authenticated ? ", authenticated"
+                                               : "");
     *out = t_.impl().makeRecvComm(params, std::move(fds));
     *drop = true;
     return Status::ok();

@@ -59,6 +59,7 @@ class Connector {
     int attempts_ = 0;
     AuthContext auth_;
     uint16_t rejoin_port_ = 0;
+    uint8_t modes_ = 0;  // as Session::modes
     wire::Config plan_;
     std::string plan_reason_;
 };
@@ -83,6 +84,8 @@ struct ListenComm::Impl {
         int joined = 0;
         Nanos deadline = 0;
         SocketAddress peer;
+        uint8_t modes = 0;       // bit 0: the connector encrypts, bit 1: this side does
+        std::string refuse_why;  // non-empty: HelloAck sent so the connector learns; then drop
     };
 
     // Returns false when the pending connection is finished with (moved or to be dropped).

@@ -7,12 +7,13 @@
 namespace atlas::transport {
 
 Striper::Striper(StripeMode mode, int nstreams, uint64_t chunk_bytes,
-                 uint64_t max_queued_per_stream, uint64_t even_min_piece)
+                 uint64_t max_queued_per_stream, uint64_t even_min_piece, uint64_t max_piece)
     : mode_(mode),
       nstreams_(std::max(1, nstreams)),
       chunk_(std::max<uint64_t>(1, chunk_bytes)),
       max_queued_(std::max<uint64_t>(1, max_queued_per_stream)),
-      even_min_piece_(std::max<uint64_t>(1, even_min_piece)) {}
+      even_min_piece_(std::max<uint64_t>(1, even_min_piece)),
+      max_piece_(std::clamp<uint64_t>(max_piece, 1, wire::kMaxFrameLength)) {}
 
 std::optional<StripeAssignment> Striper::next(uint64_t total, uint64_t remaining,
                                               std::span<const uint64_t> queued) noexcept {
@@ -21,8 +22,7 @@ std::optional<StripeAssignment> Striper::next(uint64_t total, uint64_t remaining
     }
     if (mode_ == StripeMode::kEven) {
         const uint64_t per_stream = (total + nstreams_ - 1) / nstreams_;
-        const uint64_t piece =
-            std::min(std::max(even_min_piece_, per_stream), wire::kMaxFrameLength);
+        const uint64_t piece = std::min(std::max(even_min_piece_, per_stream), max_piece_);
         StripeAssignment a{cursor_, std::min(piece, remaining)};
         cursor_ = (cursor_ + 1) % nstreams_;
         return a;
@@ -46,7 +46,7 @@ std::optional<StripeAssignment> Striper::next(uint64_t total, uint64_t remaining
         return std::nullopt;
     }
     cursor_ = (best + 1) % n;
-    return StripeAssignment{best, std::min({chunk_, remaining, wire::kMaxFrameLength})};
+    return StripeAssignment{best, std::min({chunk_, remaining, max_piece_})};
 }
 
 }  // namespace atlas::transport

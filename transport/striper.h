@@ -31,8 +31,10 @@ struct StripeAssignment {
 
 class Striper {
   public:
+    // `max_piece`: no piece is longer (wire::kMaxFrameLength at most; sealed frames use less,
+    // they pass through a staging buffer).
     Striper(StripeMode mode, int nstreams, uint64_t chunk_bytes, uint64_t max_queued_per_stream,
-            uint64_t even_min_piece = 64 * 1024);
+            uint64_t even_min_piece = 64 * 1024, uint64_t max_piece = 1ull << 30);
 
     // Next piece of a message of `total` bytes of which `remaining` (> 0) are unassigned.
     // `queued[i]` is stream i's queued bytes (the engine passes UINT64_MAX for a stream whose
@@ -49,6 +51,7 @@ class Striper {
     uint64_t chunk_;
     uint64_t max_queued_;
     uint64_t even_min_piece_;
+    uint64_t max_piece_;
     int cursor_ = 0;  // kEven: round-robin position, persists across messages (as NCCL's)
 };
 

@@ -54,6 +54,11 @@ Result<std::unique_ptr<Transport>> Transport::create(const TransportConfig& conf
     if (config.engine_threads < 1 || config.engine_threads > 64) {
         return Status(Code::kInvalidArgument, "engine_threads must be in [1, 64]");
     }
+    if (config.encrypt && config.auth_key.empty()) {
+        return Status(Code::kInvalidUsage,
+                      "encryption (ATLAS_ENCRYPT=1) needs a shared key: set ATLAS_AUTH_KEY or "
+                      "ATLAS_AUTH_KEY_FILE on both sides");
+    }
     std::unique_ptr<Transport> t(new Transport(config));
     IoBackend want = config.io;
     if (want != IoBackend::kEpoll) {

@@ -128,6 +128,7 @@ size_t encode(const Hello& m, uint8_t* out) {
     w.put<uint64_t>(m.session_id);
     w.putBytes(m.client_nonce.data(), kNonceBytes);
     w.put<uint8_t>(m.wants_auth);
+    w.put<uint8_t>(m.encrypt);
     return finishHs(out, HsType::kHello, w.size());
 }
 
@@ -137,6 +138,7 @@ size_t encode(const HelloAck& m, uint8_t* out) {
     w.putBytes(m.server_nonce.data(), kNonceBytes);
     w.putBytes(m.server_mac.data(), kMacBytes);
     w.put<uint16_t>(m.rejoin_port);
+    w.put<uint8_t>(m.encrypt);
     return finishHs(out, HsType::kHelloAck, w.size());
 }
 
@@ -221,7 +223,8 @@ Status decode(std::span<const uint8_t> body, Hello* out) {
     out->session_id = r.get<uint64_t>();
     r.getBytes(&out->client_nonce);
     out->wants_auth = r.get<uint8_t>();
-    if (!r.exact() || out->wants_auth > 1) {
+    out->encrypt = r.get<uint8_t>();
+    if (!r.exact() || out->wants_auth > 1 || out->encrypt > 1) {
         return bad("hello", "wrong length or flag");
     }
     return Status::ok();
@@ -233,7 +236,8 @@ Status decode(std::span<const uint8_t> body, HelloAck* out) {
     r.getBytes(&out->server_nonce);
     r.getBytes(&out->server_mac);
     out->rejoin_port = r.get<uint16_t>();
-    if (!r.exact() || out->auth > 1) {
+    out->encrypt = r.get<uint8_t>();
+    if (!r.exact() || out->auth > 1 || out->encrypt > 1) {
         return bad("hello-ack", "wrong length or flag");
     }
     if (out->rejoin_port == 0) {

@@ -16,7 +16,8 @@
 
 namespace atlas::transport::wire {
 
-// 2: confirmations, stream rejoin (HelloAck carries the rejoin port), Goodbye.
+// 2: confirmations, stream rejoin (HelloAck carries the rejoin port), goodbye/abort, sealed
+// frames (ATLAS_ENCRYPT, negotiated in Hello/HelloAck).
 constexpr uint16_t kProtocolVersion = 2;
 constexpr uint32_t kHandleMagic = 0x31485441;  // "ATH1"
 constexpr uint32_t kHsMagic = 0x31535441;      // "ATS1": handshake messages
@@ -69,14 +70,16 @@ struct Hello {
     uint64_t session_id = 0;
     Nonce client_nonce{};
     uint8_t wants_auth = 0;  // connector has a key and requires the listener to prove it
+    uint8_t encrypt = 0;     // connector seals its frames (ATLAS_ENCRYPT=1); must match
 };
 
 struct HelloAck {
     uint8_t auth = 0;  // listener has a key: mac below is valid and the connector must prove too
     Nonce server_nonce{};
-    Mac server_mac{};  // binds rejoin_port too
-    uint16_t rejoin_port =
-        0;  // the listening process's rejoin listener, same address as the handle
+    Mac server_mac{};  // binds rejoin_port and both encryption settings too
+    // The listening process's rejoin listener, same address as the handle.
+    uint16_t rejoin_port = 0;
+    uint8_t encrypt = 0;  // listener seals its frames; a connector that differs refuses
 };
 
 struct Config {

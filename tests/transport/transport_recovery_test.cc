@@ -29,23 +29,36 @@ uint64_t get(const std::atomic<uint64_t>& c) {
 class RecoveryTest : public ::testing::TestWithParam<IoBackend> {
   protected:
     // Sender and receiver get their own Transport, so a plan can target one side.
-    void start(const std::string& send_plan, const std::string& recv_plan = "",
-               int timeout_ms = 5000, const std::string& key = "",
-               uint64_t resend_bytes = 64ull << 20, ConfirmCadence recv_cadence = {}) {
+    struct Setup {
+        std::string send_plan, recv_plan;  // fault plans of the two sides
+        int timeout_ms = 5000;
+        std::string key;
+        uint64_t resend_bytes = 64ull << 20;
+        ConfirmCadence recv_cadence;
+        bool encrypt = false;  // both sides (needs key)
+    };
+    void start(const std::string& send_plan, const std::string& recv_plan = "") {
+        Setup o;
+        o.send_plan = send_plan;
+        o.recv_plan = recv_plan;
+        start(o);
+    }
+    void start(const Setup& o) {
         auto c = testing::loopbackConfig(GetParam());
         c.nstreams = 4;
         c.chunk_bytes = 64 * 1024;
         c.inline_bytes = 1024;
-        c.timeout_ms = timeout_ms;
-        c.auth_key = key;
-        c.resend_bytes = resend_bytes;
-        auto sp = parseFaultPlan(send_plan);
-        auto rp = parseFaultPlan(recv_plan);
+        c.timeout_ms = o.timeout_ms;
+        c.auth_key = o.key;
+        c.resend_bytes = o.resend_bytes;
+        c.encrypt = o.encrypt;
+        auto sp = parseFaultPlan(o.send_plan);
+        auto rp = parseFaultPlan(o.recv_plan);
         ASSERT_TRUE(sp.isOk() && rp.isOk());
         TransportConfig sc = c, rc = c;
         sc.faults = *sp;
         rc.faults = *rp;
-        rc.confirm = recv_cadence;
+        rc.confirm = o.recv_cadence;
         auto s = Transport::create(sc);
         if (!s.isOk() && GetParam() == IoBackend::kUring) {
             GTEST_SKIP() << "io_uring unavailable: " << s.status().toString();
@@ -210,13 +223,17 @@ TEST_P(RecoveryTest, BytesTheReceiverNeverReadAreResent) {
 }
 
 TEST_P(RecoveryTest, DuplicatesOfDeliveredFramesAreDroppedNotWritten) {
-    // Confirmations only every 200 ms: at the reset most of what the stream carried was
-    // delivered but not confirmed, so it is resent and must be recognised as duplicate, even
-    // for messages that completed (and whose buffers were reused) meanwhile.
+    // Confirmations only every 200 ms, and the receiver resets the streams itself after
+    // consuming 3 MiB (1 KiB): what it consumed was not confirmed, so the sender resends it,
+    // and it must be recognised as duplicate, even for messages that completed (and whose
+    // buffers were reused) meanwhile.
     ConfirmCadence slow;
     slow.delay_ns = 200 * kNsPerMs;
     slow.bytes = ~0ull;
-    start("reset:stream=1,after=3M;reset:stream=0,after=10K", "", 5000, "", 64ull << 20, slow);
+    Setup o;
+    o.recv_plan = "reset:stream=1,after=3M,side=recv;reset:stream=0,after=1K,side=recv";
+    o.recv_cadence = slow;
+    start(o);
     Status st = transfer(p_, 24, 1 << 20, 12);
     ASSERT_TRUE(st.isOk()) << st.toString();
     st = transfer(p_, 300, 600, 13);  // inline messages, after the control stream's reset
@@ -239,7 +256,10 @@ TEST_P(RecoveryTest, EveryStreamDroppedForAWhileResumesAfterTheOutage) {
 }
 
 TEST_P(RecoveryTest, OutagePastTheBoundFailsBothSidesWithinIt) {
-    start("drop:after=1M,ms=60000", "", /*timeout_ms=*/1000);
+    Setup o;
+    o.send_plan = "drop:after=1M,ms=60000";
+    o.timeout_ms = 1000;
+    start(o);
     const auto t0 = std::chrono::steady_clock::now();
     Status st = transfer(p_, 30, 1 << 20, 7, 10000ms);
     const auto took = std::chrono::steady_clock::now() - t0;
@@ -260,7 +280,10 @@ TEST_P(RecoveryTest, OutagePastTheBoundFailsBothSidesWithinIt) {
 TEST_P(RecoveryTest, StalledStreamIsDeclaredLostAndItsFramesResent) {
     // The receiver stops reading stream 1 for 6 s; the sender sees no confirmation from it
     // while the receive is posted, declares it stalled (after 2 s), resends and rejoins.
-    start("", "stall:stream=1,after=256K,ms=6000,side=recv", /*timeout_ms=*/10000);
+    Setup o;
+    o.recv_plan = "stall:stream=1,after=256K,ms=6000,side=recv";
+    o.timeout_ms = 10000;
+    start(o);
     const auto t0 = std::chrono::steady_clock::now();
     Status st = transfer(p_, 20, 1 << 20, 8);
     ASSERT_TRUE(st.isOk()) << st.toString();
@@ -282,7 +305,10 @@ TEST_P(RecoveryTest, CorruptFrameHeaderFailsTheCommOnBothSides) {
 }
 
 TEST_P(RecoveryTest, AuthenticatedRejoin) {
-    start("reset:stream=1,after=1M;reset:stream=0,after=0", "", 5000, "k3y");
+    Setup o;
+    o.send_plan = "reset:stream=1,after=1M;reset:stream=0,after=0";
+    o.key = "k3y";
+    start(o);
     Status st = transfer(p_, 20, 1 << 20, 10);
     ASSERT_TRUE(st.isOk()) << st.toString();
     EXPECT_EQ(get(sc().rejoins), 2u);
@@ -291,7 +317,9 @@ TEST_P(RecoveryTest, AuthenticatedRejoin) {
 
 TEST_P(RecoveryTest, FullStoreHoldsSendsIncompleteUntilConfirmed) {
     constexpr uint64_t kStore = 256 << 10;
-    start("", "", 5000, "", kStore);
+    Setup o;
+    o.resend_bytes = kStore;
+    start(o);
     // Sends with no receive posted: the data sits in socket buffers unconfirmed (about 1 MiB
     // on loopback before the kernel stops taking more), and the sends complete only as far as
     // the 256 KiB store takes copies, then back-pressure.
@@ -335,6 +363,84 @@ TEST_P(RecoveryTest, FullStoreHoldsSendsIncompleteUntilConfirmed) {
         size_t n = 0;
         ASSERT_TRUE(testing::waitFor(s[i], &n).isOk());
     }
+}
+
+// ---------------------------------------------------------------- sealed (ATLAS_ENCRYPT)
+
+TEST_P(RecoveryTest, SealedTransfersAreByteExactAcrossResetsAndRejoins) {
+    Setup o;
+    o.key = "s3al";
+    o.encrypt = true;
+    o.send_plan = "reset:stream=2,after=1M;reset:stream=0,after=3K";
+    o.recv_plan = "reset:stream=3,after=2M,side=recv";
+    start(o);
+    ASSERT_TRUE(p_.send->info().encrypted);
+    ASSERT_TRUE(p_.recv->info().encrypted);
+    for (size_t size : {size_t{0}, size_t{1}, size_t{700}, size_t{1024}, size_t{1025},
+                        size_t{64 << 10}, size_t{300000}, size_t{1 << 20}}) {
+        Status st = transfer(p_, 12, size, size + 20);
+        ASSERT_TRUE(st.isOk()) << size << ": " << st.toString();
+    }
+    EXPECT_GE(get(sc().rejoins), 2u);
+    EXPECT_GE(get(rc().rejoins), 3u);
+    EXPECT_EQ(get(sc().seal_failures), 0u);
+    EXPECT_EQ(get(rc().seal_failures), 0u);
+    const uint64_t bytes = 12u * (1 + 700 + 1024 + 1025 + (64 << 10) + 300000 + (1 << 20));
+    EXPECT_EQ(get(rc().payload_bytes), bytes);  // each byte written once, resends included
+}
+
+TEST_P(RecoveryTest, SealedPayloadAlteredOnTheWayFailsAndIsNeverDelivered) {
+    Setup o;
+    o.key = "s3al";
+    o.encrypt = true;
+    o.send_plan = "flip:stream=1,after=512K,part=payload";
+    start(o);
+    Status st = transfer(p_, 20, 1 << 20, 30, 10000ms);
+    EXPECT_EQ(st.code(), Code::kRemote) << st.toString();
+    EXPECT_EQ(get(rc().seal_failures), 1u);
+    Request* r = nullptr;
+    std::vector<uint8_t> b(16);
+    Status rs = p_.recv->irecv(b.data(), b.size(), &r);
+    EXPECT_NE(rs.message().find("failed authentication"), std::string::npos) << rs.toString();
+    // The message the altered frame belonged to never completed; the one before it did.
+    EXPECT_LT(get(rc().payload_bytes), 20u << 20);
+}
+
+TEST_P(RecoveryTest, SealedHeaderAlteredOnTheWayFails) {
+    Setup o;
+    o.key = "s3al";
+    o.encrypt = true;
+    o.send_plan = "flip:stream=0,after=0,part=header";
+    start(o);
+    Status st = transfer(p_, 20, 100, 31, 10000ms);
+    EXPECT_EQ(st.code(), Code::kRemote) << st.toString();
+    EXPECT_EQ(get(rc().seal_failures), 1u);
+    EXPECT_LT(get(rc().payload_bytes), 20u * 100u);  // what came before the altered frame
+}
+
+TEST_P(RecoveryTest, EncryptionSettingsMustMatch) {
+    for (bool sender_encrypts : {true, false}) {
+        auto c = testing::loopbackConfig(GetParam());
+        c.auth_key = "k";
+        c.encrypt = sender_encrypts;
+        TransportConfig other = c;
+        other.encrypt = !sender_encrypts;
+        auto s = Transport::create(c);
+        if (!s.isOk() && GetParam() == IoBackend::kUring) {
+            GTEST_SKIP() << "io_uring unavailable";
+        }
+        auto r = Transport::create(other);
+        ASSERT_TRUE(s.isOk() && r.isOk());
+        Pair p;
+        Status st = connectPair(**s, **r, &p, 3000ms);
+        EXPECT_EQ(st.code(), Code::kInvalidUsage) << st.toString();
+        EXPECT_NE(st.message().find("ATLAS_ENCRYPT"), std::string::npos) << st.toString();
+    }
+    auto c = testing::loopbackConfig(GetParam());
+    c.encrypt = true;  // without a key
+    auto t = Transport::create(c);
+    ASSERT_FALSE(t.isOk());
+    EXPECT_NE(t.status().message().find("ATLAS_AUTH_KEY"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RecoveryTest,
