@@ -234,13 +234,15 @@ TEST_P(RecoveryTest, DuplicatesOfDeliveredFramesAreDroppedNotWritten) {
     o.recv_plan = "reset:stream=1,after=3M,side=recv;reset:stream=0,after=1K,side=recv";
     o.recv_cadence = slow;
     start(o);
-    Status st = transfer(p_, 24, 1 << 20, 12);
+    // 16 MiB messages: the reset lands in the middle of one, so some resent pieces belong to
+    // a message still incomplete (caught by its received ranges), others to messages already
+    // complete (caught by their sequence number).
+    Status st = transfer(p_, 4, 16 << 20, 12);
     ASSERT_TRUE(st.isOk()) << st.toString();
     st = transfer(p_, 300, 600, 13);  // inline messages, after the control stream's reset
     ASSERT_TRUE(st.isOk()) << st.toString();
-    EXPECT_GT(get(rc().duplicate_frames), 0u);
     EXPECT_GT(get(rc().duplicate_bytes), 0u);
-    EXPECT_EQ(get(rc().payload_bytes), (24u << 20) + 300u * 600u);  // written exactly once
+    EXPECT_EQ(get(rc().payload_bytes), (64u << 20) + 300u * 600u);  // written exactly once
 }
 
 TEST_P(RecoveryTest, EveryStreamDroppedForAWhileResumesAfterTheOutage) {
