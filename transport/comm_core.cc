@@ -625,6 +625,11 @@ Nanos CommCore::timerAt() const {
     if (reap_pending_) {
         consider(params_.clock->nowNs());
     }
+    for (const auto& s : streams_) {
+        if (s != nullptr && s->phase == RecvPhase::kEofWait) {
+            consider(s->eof_at + kEofGraceNs);
+        }
+    }
     if (all_lost_since_ >= 0) {
         consider(policy_.giveUpAt(all_lost_since_));
     }
@@ -657,6 +662,22 @@ void CommCore::onTimer(Nanos now) {
     }
     if (reap_pending_) {
         reapGraveyard();
+    }
+    for (auto& s : streams_) {
+        if (s == nullptr || s->phase != RecvPhase::kEofWait) {
+            continue;
+        }
+        if (peer_closed_) {
+            s->phase = RecvPhase::kStopped;
+            checkPeerGone();
+        } else if (now >= s->eof_at + kEofGraceNs) {
+            loseStream(*s,
+                       "end of stream without the peer's goodbye (peer gone, or the "
+                       "connection was closed on the way)");
+        }
+        if (failed()) {
+            return;
+        }
     }
     checkOutage(now);
     if (failed()) {

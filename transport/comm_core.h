@@ -153,12 +153,15 @@ class CommCore final {
   private:
     static constexpr size_t kMaxPrefixBytes = seal::prefixBytes(wire::kFrameHeaderBytes);
     static constexpr uint64_t kMaxSealedPiece = 8ull << 20;
+    // How long an end of stream waits for the peer's goodbye on another stream.
+    static constexpr Nanos kEofGraceNs = 100 * kNsPerMs;
     enum class RecvPhase : uint8_t {
         kHeader,       // reading a frame header
         kPayload,      // reading a data frame's payload (in runs: into the buffer or drained)
         kBody,         // reading a confirmation body (send side)
         kParked,       // next frame's receive not posted yet: not reading
         kWaitOverlap,  // its frame overlaps another stream's read in flight: waits for it
+        kEofWait,      // end of stream, no goodbye yet: one may still come on another stream
         kStopped,      // end of stream after the peer's goodbye
     };
     // One incarnation of one stream. Lost incarnations move to the graveyard until their
@@ -197,6 +200,7 @@ class CommCore final {
         std::vector<std::pair<uint64_t, uint64_t>>
             sealed_runs;        // recv: written, not yet authenticated
         Nanos progress_at = 0;  // send: last advance of its confirmations (stall rule)
+        Nanos eof_at = 0;       // kEofWait: when the end of stream was read
         uint64_t bytes = 0;     // payload bytes moved in this incarnation
 
         void onIoComplete(IoOp* op, int64_t result) override {

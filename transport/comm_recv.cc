@@ -38,9 +38,15 @@ void CommCore::onRecvComplete(Stream& s, int64_t result) {
             checkPeerGone();
             return;
         }
-        loseStream(s, result == 0 ? std::string("end of stream without the peer's goodbye (peer "
-                                                "gone, or the connection was destroyed on the way)")
-                                  : Status::fromErrno("recv", static_cast<int>(-result)).message());
+        if (result == 0) {
+            // A peer that closes in order says goodbye on each idle stream, but a stream that
+            // was busy ends without one: give the goodbye a moment to arrive elsewhere before
+            // calling this stream lost (onTimer()).
+            s.phase = RecvPhase::kEofWait;
+            s.eof_at = params_.clock->nowNs();
+            return;
+        }
+        loseStream(s, Status::fromErrno("recv", static_cast<int>(-result)).message());
         return;
     }
     if (isSend()) {
@@ -96,6 +102,11 @@ void CommCore::onHeader(Stream& s) {
     }
     if (s.frame.type == wire::FrameType::kGoodbye) {
         peer_closed_ = true;
+        for (auto& t : streams_) {
+            if (t != nullptr && t->phase == RecvPhase::kEofWait) {
+                t->phase = RecvPhase::kStopped;  // ended in order after all
+            }
+        }
         ++s.frames_in;
         readHeader(s);  // the end of the stream follows
         checkPeerGone();
