@@ -17,10 +17,12 @@ namespace atlas::transport {
 // When the receiver sends the next confirmation. A confirmation frees sender memory and
 // reports the posted-receive watermark; nothing waits on it for completion, so it is batched:
 // at once when `bytes` have been consumed since the last one, else `delay` after the first
-// unconfirmed event (a consumed frame, a newly posted receive). Measured cost in
-// docs/protocol.md.
+// unconfirmed event (a consumed frame, a newly posted receive). At high rates the byte rule
+// fires first, so the delay only ever holds `rate x delay` of small-rate traffic in the
+// sender's store; a long delay keeps confirmations off the small-message latency path (at
+// most 100 per second per comm). Measured cost in docs/protocol.md.
 struct ConfirmCadence {
-    Nanos delay_ns = 500 * kNsPerUs;
+    Nanos delay_ns = 10 * kNsPerMs;
     uint64_t bytes = 4ull << 20;
 
     // Time at which to send; -1: nothing to confirm. `first_pending_ns` is when the oldest
