@@ -425,7 +425,9 @@ void CommCore::readHeader(Stream& s) {
 void CommCore::loseStream(Stream& s, const std::string& cause) {
     const int index = s.index;
     Lane& lane = lanes_[static_cast<size_t>(index)];
-    const Nanos now = params_.clock->nowNs();
+    // An end of stream that waited for a goodbye counts from when it was read: the outage
+    // bound starts when the loss was first seen.
+    const Nanos now = s.phase == RecvPhase::kEofWait ? s.eof_at : params_.clock->nowNs();
     if (peer_closed_ || closing_) {
         // After the peer's goodbye a stream ending is ordinary; nothing will come back.
         s.phase = RecvPhase::kStopped;
