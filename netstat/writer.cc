@@ -211,6 +211,9 @@ void StreamSink::stream(const StreamSample& s) noexcept {
 void StreamSink::engine(const CommEngineCounters& c, Nanos now_ns) noexcept {
     record_->gate_waits.store(c.gate_waits, kRelaxed);
     record_->gate_grants.store(c.gate_grants, kRelaxed);
+    record_->resets.store(c.stream_resets, kRelaxed);
+    record_->rejoins.store(c.rejoins, kRelaxed);
+    record_->resent_bytes.store(c.resent_bytes, kRelaxed);
     record_->sample_ns.store(static_cast<uint64_t>(now_ns), kRelaxed);
     // Several engines write the heartbeat; any recent value will do (a liveness hint).
     writer_->header().heartbeat_ns.store(static_cast<uint64_t>(now_ns), kRelaxed);

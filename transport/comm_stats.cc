@@ -41,7 +41,11 @@ void CommCore::sampleStats(CommStatsSink& sink, Nanos now_ns) {
         }
         sink.stream(sample);
     }
-    sink.engine(engine_counters_, now_ns);
+    CommEngineCounters c = engine_counters_;
+    c.stream_resets = counters_.stream_resets.load(std::memory_order_relaxed);
+    c.rejoins = counters_.rejoins.load(std::memory_order_relaxed);
+    c.resent_bytes = counters_.resent_bytes.load(std::memory_order_relaxed);
+    sink.engine(c, now_ns);
 }
 
 void SendComm::setStatsSink(std::unique_ptr<CommStatsSink> sink, Nanos interval_ns) {

@@ -46,6 +46,10 @@ struct StreamSample {
 struct CommEngineCounters {
     uint64_t gate_waits = 0;   // admission asked and had to wait for the link
     uint64_t gate_grants = 0;  // admission granted the link
+    // Stream recovery (transport/recovery.h RecoveryCounters, docs/protocol.md "Recovery").
+    uint64_t stream_resets = 0;  // streams lost and recovered from (not comm failures)
+    uint64_t rejoins = 0;        // lost streams re-established
+    uint64_t resent_bytes = 0;   // bytes sent again on another stream after a loss
 };
 
 // Receives a comm's samples. Called on the comm's owner engine thread only, at a bounded rate
