@@ -287,7 +287,7 @@ void BubblePublisher::step() {
     if (status == sched::PredictionStatus::kOk && config_.predictor.confirm_open) {
         const auto est = predictor_.period(now);
         completeOpenWindow(
-            open_wait_, {open.idle.start_ns, 0, open.transfer_start_ns, open.transfer_bytes},
+            open_wait_, {open.idle.start_ns, 0, open.transfer_start_ns, open.transfer_bytes}, false,
             config_.predictor.guard_ns, now, est.cycleOf(open.idle.start_ns), &predicted_);
     }
     std::vector<channel::PredictedWindow> next;

@@ -5,32 +5,19 @@
 #include <span>
 #include <string>
 
+#include "scheduler/period_detail.h"
 #include "scheduler/quantile.h"
 
 namespace atlas::sched {
 
 namespace {
 
-Nanos floorDiv(Nanos a, Nanos b) {
-    Nanos q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) {
-        --q;
-    }
-    return q;
-}
-
-Nanos floorMod(Nanos a, Nanos b) {
-    return a - floorDiv(a, b) * b;
-}
+using period_detail::floorDiv;
+using period_detail::floorMod;
 
 // "No iteration seen yet"; far from overflow when slot_history is added or subtracted.
 constexpr int64_t kNoCycle = INT64_MIN / 2;
 constexpr uint64_t kNoEpoch = ~0ull;
-
-// Rounds a/b to the nearest integer (b > 0).
-int64_t roundDiv(Nanos a, Nanos b) {
-    return floorDiv(a + b / 2, b);
-}
 
 }  // namespace
 
@@ -112,14 +99,20 @@ Status BubblePredictor::observe(const Interval& idle) {
     }
     recent_next_ = (recent_next_ + 1) % config_.recent_intervals;
 
-    ATLAS_RETURN_IF_ERROR(detector_.addEvent(idle.start_ns));
+    if (idle.length() >= detector_min_wait_ns_) {
+        ATLAS_RETURN_IF_ERROR(detector_.addEvent(idle.start_ns));
+    }
     PeriodEstimate est = detector_.estimate(idle.start_ns);
     if (est.locked() && idle.length() > est.period_ns) {
         // A wait longer than the period is impossible when every iteration also computes:
         // the lock is on a sub-period (the spacing of a burst of small waits, which repeats
         // more often than the iteration). Search again above this length, on the recent
-        // intervals. The floor stays while the detector lives.
-        relearnAbove(idle.length() + idle.length() / 8);
+        // intervals, and only on the waits longer than that sub-period: inside the burst
+        // every multiple of its spacing repeats too (1F1B at 4,096 GPUs: 33 waits 129 ms
+        // apart in a 7.6 s iteration locked on 1.29 s), while the few long waits (the fill
+        // and drain bubbles) come once per iteration. Both floors stay while the detector
+        // lives.
+        relearnAbove(idle.length() + idle.length() / 8, est.period_ns);
         est = detector_.estimate(idle.start_ns);
     }
     if (!est.locked()) {
@@ -138,14 +131,18 @@ Status BubblePredictor::observe(const Interval& idle) {
     return Status::ok();
 }
 
-void BubblePredictor::relearnAbove(Nanos min_period_ns) {
+void BubblePredictor::relearnAbove(Nanos min_period_ns, Nanos min_wait_ns) {
     PeriodDetectorConfig dc = detector_.config();
     dc.min_period_ns = std::min(std::max(dc.min_period_ns, min_period_ns), dc.max_period_ns);
     detector_ = PeriodDetector(dc);
+    detector_min_wait_ns_ = std::max(detector_min_wait_ns_, min_wait_ns);
     const size_t n = recent_.size();
     const size_t first = n < config_.recent_intervals ? 0 : recent_next_;
     for (size_t k = 0; k < n; ++k) {
-        (void)detector_.addEvent(recent_[(first + k) % n].start_ns);  // in time order
+        const Interval& iv = recent_[(first + k) % n];  // in time order
+        if (iv.length() >= detector_min_wait_ns_) {
+            (void)detector_.addEvent(iv.start_ns);
+        }
     }
     slots_.clear();
     observations_.clear();
@@ -203,193 +200,6 @@ void BubblePredictor::refresh(Slot& slot) {
     slot.duration = lowerQuantile(std::span(scratch_), config_.duration_quantile);
 }
 
-BubblePredictor::Match BubblePredictor::match(Nanos start_ns, Nanos length_ns,
-                                              const PeriodEstimate& est, bool by_order) const {
-    const Nanos period = est.period_ns;
-    const Nanos narrow = slotTolerance(period);
-    const Nanos wide = std::max(
-        narrow, static_cast<Nanos>(config_.detector.tolerance * static_cast<double>(period)));
-    // Two phase references. The anchor's: start - anchor, exact while the anchor advances
-    // with every iteration, off by the iteration-length jitter when it has not. The chain's:
-    // the offset of the slot the previous interval joined plus the time since it started,
-    // which carries only the jitter between two neighbouring bubbles. Both are matched
-    // narrowly, so bubbles a few ms apart stay separate slots.
-    const Nanos anchor_phase = floorMod(start_ns - est.anchor_ns, period);
-    const bool chained = chain_valid_ && start_ns - chain_start_ns_ < period;
-    const Nanos chain_phase =
-        chained ? floorMod(chain_offset_ + (start_ns - chain_start_ns_), period) : anchor_phase;
-    auto cycleOf = [&](Nanos phase, const Slot& s) {
-        Nanos offset = phase;  // unwrapped next to the slot offset
-        if (offset - s.offset > period / 2) {
-            offset -= period;
-        } else if (s.offset - offset > period / 2) {
-            offset += period;
-        }
-        return est.anchor_cycle + roundDiv(start_ns - est.anchor_ns - offset, period);
-    };
-    // fresh_only: only a slot this iteration has not filled yet. min_count: only slots with
-    // at least that many samples.
-    auto nearest = [&](Nanos phase, Nanos tol, bool fresh_only, size_t min_count) {
-        size_t best = slots_.size();
-        Nanos best_dist = tol + 1;
-        for (size_t i = 0; i < slots_.size(); ++i) {
-            const Nanos d = floorMod(phase - slots_[i].offset, period);
-            const Nanos dist = std::min(d, period - d);
-            if (dist < best_dist && slots_[i].count >= min_count &&
-                lengthFits(length_ns, slots_[i]) &&
-                !(fresh_only && slots_[i].count > 0 &&
-                  slots_[i].last_cycle >= cycleOf(phase, slots_[i]))) {
-                best_dist = dist;
-                best = i;
-            }
-        }
-        return best;
-    };
-    const Nanos lead = start_ns - chain_end_ns_;
-    Match m;
-    m.slot = slots_.size();
-    m.phase = anchor_phase;
-    if (chained) {
-        // Sequence: a stage's bubbles come in the same order every iteration, each after a
-        // stretch of compute from the previous one's end that varies far less than the waits
-        // do. So the slot that followed the previous interval's slot after this lead is this
-        // interval's, however far the waits before it moved its phase: bubbles 20 ms apart
-        // behind a wait that varies by 10 ms are told apart only this way.
-        m.slot = bySequence(lead, true, narrow / 2, length_ns,
-                            [&](const Slot& s) { return cycleOf(chain_phase, s); });
-        m.phase = chain_phase;
-        if (m.slot < slots_.size()) {
-            // The sample's phase only feeds the slot's offset: take the reference that agrees
-            // with the slot, the other carries the jitter that kept the phase rules from
-            // placing it (replays: precision 98.7 -> 99.1% on one GPipe stage).
-            auto dist = [&](Nanos phase) {
-                const Nanos d = floorMod(phase - slots_[m.slot].offset, period);
-                return std::min(d, period - d);
-            };
-            if (dist(anchor_phase) < dist(chain_phase)) {
-                m.phase = anchor_phase;
-            }
-        }
-    }
-    // Phase, narrowly: the chain first (it carries the jitter of one neighbour, the anchor
-    // that of a whole iteration, and after a slow iteration the detector's anchor may sit on
-    // another bubble kind), and slots with enough samples to be predicted before the others
-    // (a stray slot left by a warm-up or a disturbed iteration must not capture a bubble whose
-    // own slot is a few ms further).
-    for (const size_t min_count : {static_cast<size_t>(config_.min_slot_samples), size_t{0}}) {
-        if (m.slot == slots_.size() && chained) {
-            m.slot = nearest(chain_phase, narrow, false, min_count);
-            m.phase = chain_phase;
-        }
-        if (m.slot == slots_.size()) {
-            m.slot = nearest(anchor_phase, narrow, false, min_count);
-            m.phase = anchor_phase;
-        }
-    }
-    if (m.slot == slots_.size() && chained && by_order) {
-        // Order, learned: the slot that follows the previous interval's, whatever the lead (a
-        // slow iteration lengthens the compute before a bubble, not the bubble). Only for the
-        // open interval's window, like the offset order below.
-        m.slot = bySequence(lead, false, narrow / 2, length_ns,
-                            [&](const Slot& s) { return cycleOf(s.offset, s); });
-        if (m.slot < slots_.size()) {
-            m.phase = slots_[m.slot].offset;
-        }
-    }
-    if (m.slot == slots_.size()) {
-        // The first bubble after an iteration boundary carries that iteration's jitter on
-        // both references: a wide match on the chain, but only to a slot this iteration has
-        // not filled yet (a new bubble kind next to a known one is a new slot).
-        m.slot = nearest(chain_phase, wide, true, 0);
-        m.phase = m.slot == slots_.size() ? anchor_phase : chain_phase;
-    }
-    if (m.slot == slots_.size() && chained && by_order) {
-        // Order by offset, for a sequence not seen yet: a stage's bubbles come in the same
-        // order every iteration, while a wait that ran long (a slow peer) shifts every bubble
-        // after it. So the slot that follows the previous interval's slot, if this iteration
-        // has not filled it, its length fits and it is within a quarter period: matched on its
-        // own offset (the shift shows in the alignment, not in the slot). Only for the open
-        // interval's window (predict()): learning keeps such an interval unmatched, so a
-        // changed pattern still opens new slots (applied in assign() too, replays of recorded
-        // GPipe runs lost 3-6 points of coverage on a pattern change).
-        size_t next = slots_.size();
-        Nanos next_gap = period;
-        for (size_t i = 0; i < slots_.size(); ++i) {
-            const Nanos gap = floorMod(slots_[i].offset - chain_offset_, period);
-            if (gap > narrow && gap < next_gap && hitRate(slots_[i]) >= config_.min_slot_rate) {
-                next_gap = gap;
-                next = i;
-            }
-        }
-        if (next < slots_.size()) {
-            const Slot& s = slots_[next];
-            const Nanos d = floorMod(chain_phase - s.offset, period);
-            if (std::min(d, period - d) <= period / 4 && lengthFits(length_ns, s) &&
-                !(s.count > 0 && s.last_cycle >= cycleOf(s.offset, s))) {
-                m.slot = next;
-                m.phase = s.offset;
-            }
-        }
-    }
-    if (m.slot < slots_.size()) {
-        m.cycle = cycleOf(m.phase, slots_[m.slot]);
-    }
-    return m;
-}
-
-template <typename CycleOf>
-size_t BubblePredictor::bySequence(Nanos lead_ns, bool match_lead, Nanos tol_ns, Nanos length_ns,
-                                   CycleOf cycle_of) const {
-    size_t best = slots_.size();
-    size_t best_score = static_cast<size_t>(config_.min_slot_samples) - 1;
-    for (size_t i = 0; i < slots_.size(); ++i) {
-        const Slot& s = slots_[i];
-        size_t score = 0;
-        for (size_t k = 0; k < s.count; ++k) {
-            const Sample& x = s.samples[k];
-            if (x.pred == chain_slot_id_ &&
-                (!match_lead || std::llabs(x.lead - lead_ns) <= tol_ns) &&
-                lengthFitsSample(length_ns, x.duration, tol_ns)) {
-                ++score;
-            }
-        }
-        if (score > best_score && s.last_cycle < cycle_of(s)) {
-            best_score = score;
-            best = i;
-        }
-    }
-    return best;
-}
-
-Nanos BubblePredictor::slotTolerance(Nanos period_ns) const {
-    return std::min(static_cast<Nanos>(config_.slot_tolerance * static_cast<double>(period_ns)),
-                    config_.slot_tolerance_max_ns);
-}
-
-bool BubblePredictor::lengthFits(Nanos length_ns, const Slot& slot) {
-    // Loose on purpose: bubble lengths vary (a wait ends when a transfer does); this only
-    // keeps a long wait from joining a short one's slot, or the reverse, when a shifted
-    // pattern puts it there. An open interval (length_ns < 0) has lasted -length_ns - 1 so
-    // far: a lower bound. Once it has outlasted every sample of the slot it is not that
-    // slot's bubble (no window would follow from it either, see durationGiven()), so it is
-    // matched elsewhere at once rather than once it has also outlasted the slack.
-    if (slot.count == 0) {
-        return true;
-    }
-    if (length_ns < 0) {
-        return -length_ns - 1 < slot.max_duration;
-    }
-    const Nanos slack = std::max(2 * slot.duration, 10 * kNsPerMs);
-    return std::llabs(length_ns - slot.duration) <= slack;
-}
-
-bool BubblePredictor::lengthFitsSample(Nanos length_ns, Nanos sample_ns, Nanos tol_ns) {
-    if (length_ns < 0) {
-        return -length_ns - 1 < sample_ns;
-    }
-    return std::llabs(length_ns - sample_ns) <= std::max(tol_ns, sample_ns / 4);
-}
-
 Nanos BubblePredictor::durationGiven(const Slot& slot, Nanos elapsed_ns) const {
     // The duration_quantile of the slot's samples that outlasted elapsed_ns: the same
     // precision-first choice as refresh(), conditioned on what is known now. None did: the
@@ -406,50 +216,6 @@ Nanos BubblePredictor::durationGiven(const Slot& slot, Nanos elapsed_ns) const {
     }
     return std::max(slot.duration,
                     lowerQuantile(std::span(longer.data(), n), config_.duration_quantile));
-}
-
-BubblePredictor::Match BubblePredictor::resync(const Interval& idle,
-                                               const PeriodEstimate& est) const {
-    const Nanos period = est.period_ns;
-    const Nanos narrow = slotTolerance(period);
-    auto fits = [](const Interval& iv, const Slot& s) {
-        return std::llabs(iv.length() - s.duration) <= std::max(s.duration / 4, 2 * kNsPerMs);
-    };
-    Match best;
-    best.slot = slots_.size();
-    int best_score = 1;  // the interval itself plus at least one more
-    for (size_t j = 0; j < slots_.size(); ++j) {
-        const Slot& cand = slots_[j];
-        if (cand.count < static_cast<size_t>(config_.min_slot_samples) || !fits(idle, cand)) {
-            continue;
-        }
-        // Suppose the interval is slot j's bubble: then this iteration started at `begin`,
-        // and the other unmatched intervals of the last period should land on slots too.
-        const Nanos begin = idle.start_ns - cand.offset;
-        int score = 1;
-        for (size_t u = 0; u < unmatched_count_; ++u) {
-            const Interval& iv = unmatched_[u];
-            if (iv.start_ns >= idle.start_ns || idle.start_ns - iv.start_ns >= period) {
-                continue;
-            }
-            const Nanos phase = floorMod(iv.start_ns - begin, period);
-            for (const Slot& k : slots_) {
-                const Nanos d = floorMod(phase - k.offset, period);
-                if (std::min(d, period - d) <= narrow && fits(iv, k)) {
-                    ++score;
-                    break;
-                }
-            }
-        }
-        if (score > best_score) {
-            best_score = score;
-            best.slot = j;
-            best.phase = cand.offset;
-            best.cycle =
-                est.anchor_cycle + roundDiv(idle.start_ns - est.anchor_ns - cand.offset, period);
-        }
-    }
-    return best;
 }
 
 void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
@@ -547,8 +313,12 @@ void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
         slots_, [&](const Slot& s) { return s.last_cycle + config_.slot_history < latest_cycle_; });
 }
 
-PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWindow>* out) const {
+PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWindow>* out,
+                                          bool* open_matched) const {
     out->clear();
+    if (open_matched != nullptr) {
+        *open_matched = false;
+    }
     const PeriodEstimate est = detector_.estimate(now_ns);
     if (!est.locked()) {
         return est.state == LockState::kSearching ? PredictionStatus::kSearching
@@ -592,6 +362,11 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
         // What has elapsed bounds the length from below: a wait that has outlasted its slot's
         // bubbles by far is another slot's (a long bubble next to short ones).
         open = match(open_start_ns_, -std::max<Nanos>(now_ns - open_start_ns_, 0) - 1, est, true);
+    }
+    if (open_matched != nullptr) {
+        // A slot too young to be predicted explains nothing yet.
+        *open_matched = open.slot < slots_.size() &&
+                        slots_[open.slot].count >= static_cast<size_t>(config_.min_slot_samples);
     }
     bool any_ready = false;
     for (size_t i = 0; i < slots_.size(); ++i) {

@@ -41,13 +41,21 @@ PeriodDetectorConfig defaultBubbleDetectorConfig();
 
 inline constexpr int kMaxSlotHistory = 64;  // bound of BubblePredictorConfig::slot_history
 
+// The guard band every driver of the bubble pipeline uses by default (the plugin's
+// ATLAS_BUBBLE_GUARD_US, atlas-bubbles replay, atlas-sim): a window starts this late and
+// ends this early, so a consumer is off the GPU before the wait it predicted ends.
+inline constexpr Nanos kDefaultBubbleGuardNs = 200 * kNsPerUs;
+
 struct BubblePredictorConfig {
     PeriodDetectorConfig detector = defaultBubbleDetectorConfig();
-    Nanos guard_ns = 200 * kNsPerUs;  // each window shrinks by this at both ends
-    int horizon_iterations = 2;       // K: windows of the current and next K-1 iterations
-    int max_slots = 32;               // bubble slots per iteration
-    int slot_history = 16;            // samples (iterations) kept per slot
-    int min_slot_samples = 2;         // samples before a slot is predicted
+    Nanos guard_ns = kDefaultBubbleGuardNs;  // each window shrinks by this at both ends
+    int horizon_iterations = 2;              // K: windows of the current and next K-1 iterations
+    // Bubble slots per iteration. 1F1B with m micro-batches has up to ~m waits per stage and
+    // iteration (48 micro-batches at 4,096 GPUs: 49); with fewer slots than bubble kinds
+    // every iteration evicts slots before they are predicted.
+    int max_slots = 64;
+    int slot_history = 16;     // samples (iterations) kept per slot
+    int min_slot_samples = 2;  // samples before a slot is predicted
     // Fraction of the last slot_history iterations a slot must appear in. With 20% of
     // intervals unobserved a real slot stays far above it; sporadic idles stay below.
     double min_slot_rate = 0.4;
@@ -57,13 +65,15 @@ struct BubblePredictorConfig {
     // 20 ms apart), where 5% of P would merge them.
     double slot_tolerance = 0.05;
     Nanos slot_tolerance_max_ns = 10 * kNsPerMs;
-    double duration_quantile = 0.25;
+    double duration_quantile = 0.25;  // predicted duration = this quantile of samples
     // A window goes into force only when its bubble is seen to begin: the caller reports the
     // idle interval open now (noteOpen), a window whose slot it matches starts exactly there,
     // and a window whose start has come without its interval opening is withdrawn (the GPU
-    // is still busy). Windows still ahead are published as predicted, for planning. Off: the
-    // windows stand as predicted (callers that cannot see an interval open).
-    bool confirm_open = false;     // predicted duration = this quantile of samples
+    // is still busy). Windows still ahead are published as predicted, for planning. On for
+    // every driver of the bubble pipeline (the plugin's recorder, replay and the simulator
+    // all know when a wait begins); off: the windows stand as predicted (callers that
+    // cannot see an interval open).
+    bool confirm_open = true;
     double stale_cycles = 1.5;     // no observation for this many periods: emit nothing
     Nanos min_window_ns = 1;       // windows shorter than this (after guard) are dropped
     Nanos min_idle_ns = 0;         // observed intervals shorter than this are ignored
@@ -102,8 +112,11 @@ class BubblePredictor {
     Status observe(const Interval& idle);
 
     // Predicted windows that end after now_ns, sorted by start, into *out (cleared first).
-    // Returns kOk or why nothing was emitted.
-    PredictionStatus predict(Nanos now_ns, std::vector<PredictedWindow>* out) const;
+    // Returns kOk or why nothing was emitted. With confirm_open, *open_matched (if given)
+    // says whether the open wait (noteOpen) belongs to a slot, whether or not its window is
+    // still ahead: a wait a slot explains gets no window from elsewhere.
+    PredictionStatus predict(Nanos now_ns, std::vector<PredictedWindow>* out,
+                             bool* open_matched = nullptr) const;
 
     // The idle interval that is open now began at start_ns (0: none is open). Used by
     // predict() when config.confirm_open is set.
@@ -143,9 +156,10 @@ class BubblePredictor {
     };
 
     void rebuild(const PeriodEstimate& est);
-    // Replaces the detector by one searching only periods >= min_period_ns, fed the recent
-    // interval starts, and drops the slots.
-    void relearnAbove(Nanos min_period_ns);
+    // Replaces the detector by one searching only periods >= min_period_ns, fed the starts
+    // of the recent intervals, and drops the slots.
+    // Waits shorter than min_wait_ns no longer feed it (see observe()).
+    void relearnAbove(Nanos min_period_ns, Nanos min_wait_ns);
     // The slot an interval starting at start_ns belongs to (slots_.size() when none), the
     // phase it was matched on and its iteration. length_ns < 0: still open (see lengthFits).
     // by_order: when nothing is near, also try the slot that follows the previous interval's
@@ -196,6 +210,9 @@ class BubblePredictor {
     Nanos last_start_ns_ = 0;
     Nanos last_end_ns_ = 0;
     Nanos open_start_ns_ = 0;
+    // Waits shorter than this do not feed the detector (0: all do); set when it locked on a
+    // sub-period (see observe()), for the detector's life.
+    Nanos detector_min_wait_ns_ = 0;
     std::array<Interval, 4> unmatched_{};  // ring: recent intervals no slot matched
     size_t unmatched_next_ = 0;
     size_t unmatched_count_ = 0;

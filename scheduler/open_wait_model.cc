@@ -75,8 +75,9 @@ Nanos OpenWaitModel::elapsedEnd(const TransferWait& open, Nanos now_ns) const {
     return length > 0 ? open.start_ns + std::llround(length) : 0;
 }
 
-void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, Nanos guard_ns,
-                        Nanos now_ns, int64_t iteration, std::vector<PredictedWindow>* windows) {
+void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, bool slot_matched,
+                        Nanos guard_ns, Nanos now_ns, int64_t iteration,
+                        std::vector<PredictedWindow>* windows) {
     if (open.start_ns == 0) {
         return;
     }
@@ -89,8 +90,11 @@ void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, Na
             return;
         }
     }
+    // A wait its slot explains keeps only the end its transfer gives: the lengths of every
+    // other kind of wait say nothing about it.
+    const Nanos elapsed_end = slot_matched ? 0 : model.elapsedEnd(open, now_ns);
     const Nanos w_start = open.start_ns + guard_ns;
-    const Nanos w_end = std::max(transfer_end, model.elapsedEnd(open, now_ns)) - guard_ns;
+    const Nanos w_end = std::max(transfer_end, elapsed_end) - guard_ns;
     if (w_end <= now_ns || w_end <= w_start) {
         return;
     }

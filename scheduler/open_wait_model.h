@@ -95,13 +95,17 @@ class OpenWaitModel {
 //  - its window (PredictedWindow::open) lasts at least until its transfer will have landed
 //    (guard_ns before that). It is extended, never shortened: both ends are early estimates,
 //    and on recorded runs letting the transfer shorten windows lost coverage;
-//  - when it has no window (the predictor matched it to no slot), it gets one from its start
-//    (plus guard) to the later of the two ends, for `iteration`, with the model's confidence,
-//    in place of any planned window that overlaps it (a plan for a bubble that, this
-//    iteration, is this wait).
+//  - when it has none, it gets one from its start (plus guard) to the later of the two ends,
+//    for `iteration`, with the model's confidence, in place of any planned window that
+//    overlaps it (a plan for a bubble that, this iteration, is this wait). The elapsed end
+//    counts only when no slot explains the wait (`slot_matched` false: the predictor matched
+//    it to no slot). A wait whose slot window is over (its last guard_ns) gets a window only
+//    from its transfer: the slot says it ends now, and the lengths of every other kind of
+//    wait would outlast it (in the simulator each such window overran training).
 // Nothing changes when no wait is open or no end is known and still ahead. Keeps `windows`
 // sorted by start.
-void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, Nanos guard_ns,
-                        Nanos now_ns, int64_t iteration, std::vector<PredictedWindow>* windows);
+void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, bool slot_matched,
+                        Nanos guard_ns, Nanos now_ns, int64_t iteration,
+                        std::vector<PredictedWindow>* windows);
 
 }  // namespace atlas::sched

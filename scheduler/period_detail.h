@@ -1,5 +1,6 @@
 // Constants and helpers shared by the PeriodDetector's tracking (period_detector.cc) and
-// its candidate search (period_search.cc). Internal to the scheduler library.
+// its candidate search (period_search.cc); the floor arithmetic also serves the bubble
+// predictor's phase folding. Internal to the scheduler library.
 #pragma once
 
 #include <algorithm>

@@ -99,7 +99,7 @@ void replayChannel(ChannelTimeline& c, const sched::BubblePredictorConfig& pc,
         predictor.noteOpen(open.start_ns);
         const sched::PredictionStatus status = predictor.predict(now, &predicted);
         if (open_wait != nullptr && status == sched::PredictionStatus::kOk && pc.confirm_open) {
-            sched::completeOpenWindow(open_wait_model, open, pc.guard_ns, now,
+            sched::completeOpenWindow(open_wait_model, open, false, pc.guard_ns, now,
                                       predictor.period(now).cycleOf(open.start_ns), &predicted);
         }
         std::vector<channel::PredictedWindow> windows;
