@@ -40,6 +40,12 @@ void copyIdle(const IdleRecord& r, IdleInterval& v) {
     v.iteration = r.iteration.load(std::memory_order_relaxed);
     v.transfer_start_ns = r.transfer_start_ns.load(std::memory_order_relaxed);
     v.transfer_bytes = r.transfer_bytes.load(std::memory_order_relaxed);
+    v.taken_step_ns = decodeStepTime(r.taken_step.load(std::memory_order_relaxed), v.end_ns);
+    v.open_from_step_ns =
+        decodeStepTime(r.open_from_step.load(std::memory_order_relaxed), v.start_ns);
+    v.open_to_step_ns = decodeStepTime(r.open_to_step.load(std::memory_order_relaxed), v.end_ns);
+    v.transfer_seen_step_ns =
+        decodeStepTime(r.transfer_seen_step.load(std::memory_order_relaxed), v.transfer_start_ns);
 }
 
 bool validWindow(const WindowRecordView& v, uint32_t max_set) {

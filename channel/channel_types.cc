@@ -71,16 +71,6 @@ const char* lifecycleName(Lifecycle lifecycle) {
     return "unknown";
 }
 
-uint32_t toPpm(double fraction) {
-    if (!(fraction > 0.0)) {  // also NaN
-        return 0;
-    }
-    if (fraction >= 1.0) {
-        return kPpmOne;
-    }
-    return static_cast<uint32_t>(std::lround(fraction * kPpmOne));
-}
-
 double fromPpm(uint32_t ppm) {
     if (ppm == kUnknownPpm) {
         return std::numeric_limits<double>::quiet_NaN();

@@ -20,6 +20,13 @@ struct IdleInterval {
     uint64_t iteration = kUnknownIteration;
     Nanos transfer_start_ns = 0;  // first data of the awaited message landed; 0 = unknown
     uint64_t transfer_bytes = 0;  // size of the awaited message in bytes; 0 = unknown
+    // What the writer's publishing step saw of the wait (IdleRecord, "Publisher steps" in
+    // docs/bubble-channel.md): step times, 0 = unknown (not seen, an older writer, or too far
+    // from the field it is stored relative to).
+    Nanos taken_step_ns = 0;          // the step that took the finished wait in
+    Nanos open_from_step_ns = 0;      // the first step that saw it open
+    Nanos open_to_step_ns = 0;        // the last step that saw it open
+    Nanos transfer_seen_step_ns = 0;  // the first step that saw its transfer's first data
 };
 
 // The IdleRecord invariants (atlas/bubble_channel.h): start_ns <= end_ns; the transfer is
@@ -127,8 +134,8 @@ const char* reasonName(StatusReason reason);  // "unknown" for values this build
 const char* sourceName(WindowSource source);
 const char* lifecycleName(Lifecycle lifecycle);
 
-// Conversions between [0, 1] and parts per million (clamped; NaN maps to 0).
-uint32_t toPpm(double fraction);
-double fromPpm(uint32_t ppm);  // kUnknownPpm maps to NaN
+// Parts per million to [0, 1]; kUnknownPpm maps to NaN. The other way: toPpm()
+// (atlas/bubble_channel.h).
+double fromPpm(uint32_t ppm);
 
 }  // namespace atlas::channel

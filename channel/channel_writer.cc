@@ -190,6 +190,15 @@ bool ChannelWriter::publishObserved(const IdleInterval& interval) noexcept {
         r.iteration.store(interval.iteration, std::memory_order_relaxed);
         r.transfer_start_ns.store(interval.transfer_start_ns, std::memory_order_relaxed);
         r.transfer_bytes.store(interval.transfer_bytes, std::memory_order_relaxed);
+        r.taken_step.store(encodeStepTime(interval.taken_step_ns, interval.end_ns),
+                           std::memory_order_relaxed);
+        r.open_from_step.store(encodeStepTime(interval.open_from_step_ns, interval.start_ns),
+                               std::memory_order_relaxed);
+        r.open_to_step.store(encodeStepTime(interval.open_to_step_ns, interval.end_ns),
+                             std::memory_order_relaxed);
+        r.transfer_seen_step.store(
+            encodeStepTime(interval.transfer_seen_step_ns, interval.transfer_start_ns),
+            std::memory_order_relaxed);
     });
     idle_head_ = n + 1;
     // Release (M3): pairs with the reader's acquire load of idle_head; record n is complete.

@@ -4,7 +4,6 @@
 #include <chrono>
 
 #include "atlas/bubble_channel.h"
-#include "scheduler/interval_accuracy.h"
 
 namespace atlas::plugin {
 
@@ -146,36 +145,27 @@ void CommIdleObserver::closed(Nanos) noexcept {
 
 // ---------------------------------------------------------------- BubblePublisher
 
-namespace {
-
-uint32_t toPpm(double x) {
-    return static_cast<uint32_t>(std::clamp(x, 0.0, 1.0) * channel::kPpmOne + 0.5);
-}
-
-// How long the accuracy history reaches back.
-constexpr size_t kMaxCommitted = 512;
-
-}  // namespace
-
 BubblePublisher::BubblePublisher(const BubbleConfig& config, IdleRecorder* recorder,
-                                 const Clock& clock, Logger log, channel::ChannelWriter writer)
+                                 const Clock& clock, Logger log,
+                                 std::unique_ptr<StepClock> step_clock,
+                                 channel::ChannelWriter writer)
     : config_(config),
       recorder_(recorder),
       clock_(clock),
       log_(log),
+      step_clock_(std::move(step_clock)),
       writer_(std::move(writer)),
-      predictor_(config.predictor),
-      open_wait_(config.open_wait) {
+      pipeline_(config.pipeline) {
     writer_.setStatus(channel::PredictorState::kLearning, channel::StatusReason::kWarmup);
 }
 
 Result<std::unique_ptr<BubblePublisher>> BubblePublisher::manual(const BubbleConfig& config,
                                                                  IdleRecorder* recorder,
                                                                  const Clock& clock, Logger log) {
-    ATLAS_RETURN_IF_ERROR(sched::validate(config.predictor));
-    ATLAS_RETURN_IF_ERROR(sched::validate(config.open_wait));
+    ATLAS_RETURN_IF_ERROR(sched::validate(config.pipeline));
+    auto step_clock = std::make_unique<StepClock>(clock.nowNs());
     channel::WriterOptions opts;
-    opts.clock = &clock;
+    opts.clock = step_clock.get();
     // Readable by a bubbletea sidecar running as another user of the node.
     opts.mode = 0644;
     auto w =
@@ -183,8 +173,8 @@ Result<std::unique_ptr<BubblePublisher>> BubblePublisher::manual(const BubbleCon
     if (!w.isOk()) {
         return w.status();
     }
-    return std::unique_ptr<BubblePublisher>(
-        new BubblePublisher(config, recorder, clock, log, std::move(w.value())));
+    return std::unique_ptr<BubblePublisher>(new BubblePublisher(
+        config, recorder, clock, log, std::move(step_clock), std::move(w.value())));
 }
 
 Result<std::unique_ptr<BubblePublisher>> BubblePublisher::start(const BubbleConfig& config,
@@ -208,6 +198,7 @@ BubblePublisher::~BubblePublisher() {
     if (thread_.joinable()) {
         thread_.join();
     }
+    step_clock_->set(clock_.nowNs());
     writer_.setStatus(channel::PredictorState::kIdle, channel::StatusReason::kWriterShutdown);
     writer_.close();
 }
@@ -218,38 +209,24 @@ void BubblePublisher::run() {
         lock.unlock();
         step();
         lock.lock();
-        cv_.wait_for(lock, std::chrono::nanoseconds(config_.publish_interval_ns),
+        cv_.wait_for(lock, std::chrono::nanoseconds(config_.pipeline.step_interval_ns),
                      [this] { return stop_; });
     }
 }
 
-void BubblePublisher::recordObserved(const sched::Interval& observed) {
-    observed_history_.push_back(observed);
-    if (observed_history_.size() > config_.accuracy_history) {
-        observed_history_.erase(observed_history_.begin());
-    }
-}
-
-void BubblePublisher::drain() {
+void BubblePublisher::drain(Nanos now_ns) {
     ObservedWait w;
     while (recorder_->pop(&w)) {
-        const sched::Interval& iv = w.idle;
-        if (first_ns_ == 0) {
-            first_ns_ = iv.start_ns;
-        }
-        const auto est = predictor_.period(iv.start_ns);
-        channel::IdleInterval rec{iv.start_ns, iv.end_ns, channel::kUnknownIteration};
-        if (est.locked()) {
-            rec.iteration = static_cast<uint64_t>(std::max<int64_t>(0, est.cycleOf(iv.start_ns)));
-        }
+        const sched::TakenWait t = pipeline_.take(
+            {w.idle.start_ns, w.idle.end_ns, w.transfer_start_ns, w.transfer_bytes}, now_ns);
+        channel::IdleInterval rec{w.idle.start_ns, w.idle.end_ns, t.iteration};
         rec.transfer_start_ns = w.transfer_start_ns;
         rec.transfer_bytes = w.transfer_bytes;
+        rec.taken_step_ns = t.trace.taken_ns;
+        rec.open_from_step_ns = t.trace.open_from_ns;
+        rec.open_to_step_ns = t.trace.open_to_ns;
+        rec.transfer_seen_step_ns = t.trace.transfer_seen_ns;
         writer_.publishObserved(rec);
-        idle_ns_ += iv.length();
-        last_end_ns_ = std::max(last_end_ns_, iv.end_ns);
-        recordObserved(iv);
-        (void)predictor_.observe(iv);  // out-of-order starts are ignored by contract
-        open_wait_.learn({iv.start_ns, iv.end_ns, w.transfer_start_ns, w.transfer_bytes});
     }
     const uint64_t dropped = recorder_->dropped();
     if (dropped != last_dropped_) {
@@ -261,58 +238,24 @@ void BubblePublisher::drain() {
 
 void BubblePublisher::step() {
     const Nanos now = clock_.nowNs();
-    drain();
-
-    // Windows of the set in force whose start has come are "committed": a consumer could
-    // have acted on them. Only those count towards accuracy, from when they were published.
-    for (const auto& w : published_) {
-        if (w.start_ns > now) {
-            continue;
-        }
-        auto it = std::find_if(committed_.begin(), committed_.end(),
-                               [&](const Committed& c) { return c.window_start == w.start_ns; });
-        if (it == committed_.end()) {
-            committed_.push_back({w.start_ns, {std::max(w.start_ns, published_at_), w.end_ns}});
-        } else {
-            it->in_force.end_ns = std::max(it->in_force.end_ns, w.end_ns);
-        }
-    }
-    if (committed_.size() > kMaxCommitted) {
-        committed_.erase(committed_.begin(), committed_.end() - static_cast<long>(kMaxCommitted));
-    }
-
+    step_clock_->set(now);
+    drain(now);
     const OpenWait open = recorder_->openWait();
-    predictor_.noteOpen(open.idle.start_ns);
-    const sched::PredictionStatus status = predictor_.predict(now, &predicted_);
-    if (status == sched::PredictionStatus::kOk && config_.predictor.confirm_open) {
-        const auto est = predictor_.period(now);
-        completeOpenWindow(
-            open_wait_, {open.idle.start_ns, 0, open.transfer_start_ns, open.transfer_bytes}, false,
-            config_.predictor.guard_ns, now, est.cycleOf(open.idle.start_ns), &predicted_);
-    }
-    std::vector<channel::PredictedWindow> next;
-    next.reserve(predicted_.size());
-    for (const auto& p : predicted_) {
-        next.push_back(
-            {p.start_ns, p.end_ns, toPpm(p.confidence),
-             static_cast<uint64_t>(std::max<int64_t>(0, p.iteration)),
-             p.open ? channel::WindowSource::kPredictorOpen : channel::WindowSource::kPredictor});
-    }
-    auto same = [](const channel::PredictedWindow& a, const channel::PredictedWindow& b) {
-        return a.start_ns == b.start_ns && a.end_ns == b.end_ns &&
-               a.confidence_ppm == b.confidence_ppm && a.source == b.source;
-    };
-    if (next.size() != published_.size() ||
-        !std::equal(next.begin(), next.end(), published_.begin(), same)) {
-        writer_.publishPredictions(next);
-        published_ = std::move(next);
-        published_at_ = now;
+    const sched::PipelineDecision& d =
+        pipeline_.decide(now, {open.idle.start_ns, 0, open.transfer_start_ns, open.transfer_bytes});
+    if (d.publish) {
+        published_.clear();
+        for (const sched::PublishedWindow& p : d.windows) {
+            published_.push_back({p.start_ns, p.end_ns, p.confidence_ppm, p.iteration,
+                                  p.open ? channel::WindowSource::kPredictorOpen
+                                         : channel::WindowSource::kPredictor});
+        }
+        writer_.publishPredictions(published_);
     }
 
     using channel::PredictorState;
     using channel::StatusReason;
-    const auto est = predictor_.period(now);
-    switch (status) {
+    switch (d.status) {
         case sched::PredictionStatus::kOk:
             writer_.setStatus(PredictorState::kPredicting, StatusReason::kNone);
             break;
@@ -321,47 +264,24 @@ void BubblePublisher::step() {
             writer_.setStatus(PredictorState::kLearning, StatusReason::kWarmup);
             break;
         case sched::PredictionStatus::kLost:
-            writer_.setStatus(PredictorState::kPeriodLost, est.reason == sched::LossReason::kPause
-                                                               ? StatusReason::kNoTraffic
-                                                               : StatusReason::kPeriodChanged);
+            writer_.setStatus(PredictorState::kPeriodLost,
+                              d.loss_reason == sched::LossReason::kPause
+                                  ? StatusReason::kNoTraffic
+                                  : StatusReason::kPeriodChanged);
             break;
         case sched::PredictionStatus::kStale:
             writer_.setStatus(PredictorState::kIdle, StatusReason::kNoTraffic);
             break;
     }
 
+    const sched::PipelineStats st = pipeline_.stats(now);
     channel::ChannelStats stats;
-    if (est.period_ns > 0) {
-        stats.period_ns = est.period_ns;
-        stats.period_confidence_ppm = toPpm(est.confidence);
-    }
-    if (first_ns_ != 0 && now > first_ns_) {
-        stats.idle_fraction_ppm =
-            toPpm(static_cast<double>(idle_ns_) / static_cast<double>(now - first_ns_));
-    }
-    if (est.locked()) {
-        stats.iteration = static_cast<uint64_t>(std::max<int64_t>(0, est.cycleOf(now)));
-    }
-    if (!committed_.empty() && !observed_history_.empty()) {
-        std::vector<sched::Interval> windows;
-        windows.reserve(committed_.size());
-        for (const Committed& c : committed_) {
-            windows.push_back(c.in_force);
-        }
-        // Score the span where both histories exist and the outcome is known.
-        const Nanos from =
-            std::max(committed_.front().in_force.start_ns, observed_history_.front().start_ns);
-        const Nanos to = std::min(now, last_end_ns_);
-        if (to > from) {
-            const auto acc = sched::measureAccuracy(observed_history_, windows, {from, to});
-            if (acc.observed_ns > 0) {
-                stats.coverage_ppm = toPpm(acc.coverage);
-            }
-            if (acc.predicted_ns > 0) {
-                stats.precision_ppm = toPpm(acc.precision);
-            }
-        }
-    }
+    stats.period_ns = st.period_ns;
+    stats.period_confidence_ppm = st.period_confidence_ppm;
+    stats.idle_fraction_ppm = st.idle_fraction_ppm;
+    stats.iteration = st.iteration;
+    stats.coverage_ppm = st.coverage_ppm;
+    stats.precision_ppm = st.precision_ppm;
     writer_.setStats(stats);
 }
 

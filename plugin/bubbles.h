@@ -8,10 +8,12 @@
 // (completed): a few atomics, no lock, no allocation (IdleRecorder).
 //
 // Prediction and publication run on one background thread (BubblePublisher, started with the
-// plugin's global state, joined at teardown): every publish interval it drains finished
-// intervals into scheduler/'s BubblePredictor, publishes the observed intervals, the
-// predicted windows, the predictor state and running accuracy on the bubble channel
-// (include/atlas/bubble_channel.h) for bubbletea and atlas-bubbles.
+// plugin's global state, joined at teardown): every publish interval it steps scheduler/'s
+// BubblePipeline (the whole publishing step: learning, prediction, the publish decision and
+// scoring) with the finished waits and the wait open now, and publishes what it decided on
+// the bubble channel (include/atlas/bubble_channel.h) for bubbletea and atlas-bubbles: the
+// observed waits (with what the step saw of them, so a replay can step exactly as it did),
+// the prediction set when it changed, the predictor state and the running accuracy.
 #pragma once
 
 #include <array>
@@ -29,8 +31,7 @@
 #include "atlas/common/status.h"
 #include "atlas/recv_observer.h"
 #include "channel/channel_writer.h"
-#include "scheduler/bubble_predictor.h"
-#include "scheduler/open_wait_model.h"
+#include "scheduler/bubble_pipeline.h"
 #include "scheduler/types.h"
 
 namespace atlas::plugin {
@@ -122,12 +123,8 @@ class CommIdleObserver final : public RecvObserver {
 
 struct BubbleConfig {
     std::string channel_name;  // resolved (see channel_name.h)
-    sched::BubblePredictorConfig predictor;
-    // Ends of the open wait's window beyond its slot (scheduler/open_wait_model.h).
-    sched::OpenWaitConfig open_wait;
-    Nanos publish_interval_ns = kNsPerMs;
-    // Observed intervals kept to score predictions against (running coverage/precision).
-    size_t accuracy_history = 256;
+    // Everything about the step, defaults included; its step_interval_ns is the publish tick.
+    sched::BubblePipelineConfig pipeline;
 };
 
 // Owns the channel writer, the predictor and the publisher thread.
@@ -149,34 +146,33 @@ class BubblePublisher {
     const std::string& channelName() const { return writer_.name(); }
 
   private:
+    // The writer's clock: the time of the step being published, so the records of a step
+    // (a set's published_ns, the state's since_ns) carry the `now` the pipeline decided at.
+    class StepClock final : public Clock {
+      public:
+        explicit StepClock(Nanos now_ns) : now_(now_ns) {}
+        Nanos nowNs() const override { return now_.load(std::memory_order_relaxed); }
+        void set(Nanos now_ns) { now_.store(now_ns, std::memory_order_relaxed); }
+
+      private:
+        std::atomic<Nanos> now_;
+    };
+
     BubblePublisher(const BubbleConfig& config, IdleRecorder* recorder, const Clock& clock,
-                    Logger log, channel::ChannelWriter writer);
+                    Logger log, std::unique_ptr<StepClock> step_clock,
+                    channel::ChannelWriter writer);
     void run();
-    void recordObserved(const sched::Interval& observed);
-    // Drains finished waits from the recorder into the channel and the models.
-    void drain();
+    // Takes the finished waits from the recorder into the pipeline and the channel.
+    void drain(Nanos now_ns);
 
     BubbleConfig config_;
     IdleRecorder* recorder_;
     const Clock& clock_;
     Logger log_;
+    std::unique_ptr<StepClock> step_clock_;  // outlives writer_ (declared first)
     channel::ChannelWriter writer_;
-    sched::BubblePredictor predictor_;
-    sched::OpenWaitModel open_wait_;
-
-    std::vector<sched::PredictedWindow> predicted_;    // scratch
-    std::vector<channel::PredictedWindow> published_;  // last published set
-    // Committed windows, for scoring: a window counts from its start or, if it was first
-    // published after that (an open wait's window), from then; keyed by its start, so a
-    // window whose end moved is one entry.
-    struct Committed {
-        Nanos window_start = 0;
-        sched::Interval in_force;
-    };
-    std::vector<Committed> committed_;
-    Nanos published_at_ = 0;  // when published_ went out
-    std::vector<sched::Interval> observed_history_;
-    Nanos busy_ns_ = 0, idle_ns_ = 0, first_ns_ = 0, last_end_ns_ = 0;
+    sched::BubblePipeline pipeline_;
+    std::vector<channel::PredictedWindow> published_;  // scratch
     uint64_t last_dropped_ = 0;
 
     std::mutex mu_;

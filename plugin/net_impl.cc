@@ -242,8 +242,7 @@ void startBubblesLocked(GlobalState& st) {
         return;
     }
     bc.channel_name = name.value();
-    bc.predictor.guard_ns = static_cast<Nanos>(st.params.bubble_guard_us) * kNsPerUs;
-    bc.predictor.confirm_open = true;  // the recorder knows when a wait begins
+    bc.pipeline.predictor.guard_ns = static_cast<Nanos>(st.params.bubble_guard_us) * kNsPerUs;
     auto pub = BubblePublisher::start(bc, &st.idle_recorder, st.clock, makeLibraryLogger());
     if (!pub) {
         ATLAS_WARN("bubble channel %s not published: %s", bc.channel_name.c_str(),

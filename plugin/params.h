@@ -20,6 +20,7 @@
 
 #include "atlas/common/status.h"
 #include "plugin/devices.h"
+#include "scheduler/bubble_predictor.h"
 #include "transport/net.h"
 
 namespace atlas::plugin {
@@ -27,6 +28,10 @@ namespace atlas::plugin {
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
 constexpr uint64_t kGiB = 1024 * kMiB;
+
+// The bubble pipeline's guard band (one definition: scheduler/bubble_predictor.h).
+constexpr uint64_t kDefaultBubbleGuardUs =
+    static_cast<uint64_t>(sched::kDefaultBubbleGuardNs / kNsPerUs);
 
 // Value kinds. `Value` is the Params field type; `Bound` the type of the range limits.
 namespace param_kinds {
@@ -164,7 +169,7 @@ struct EnumChoices<transport::StripeMode> {
       "Name prefix of the node-local arbitration segments in /dev/shm (one per link)")            \
     X(ATLAS_BUBBLES, bubbles, Bool, true, 0, 0,                                                   \
       "Measure GPU-idle intervals on WAN receives, predict the next ones, publish them")          \
-    X(ATLAS_BUBBLE_GUARD_US, bubble_guard_us, Uint, 200, 0, 1000000,                              \
+    X(ATLAS_BUBBLE_GUARD_US, bubble_guard_us, Uint, kDefaultBubbleGuardUs, 0, 1000000,            \
       "Guard band in us removed from both ends of every predicted idle window")                   \
     X(ATLAS_BUBBLE_CHANNEL, bubble_channel, String, "", 0, 0,                                     \
       "Bubble channel shm name ({local_rank} is substituted); default per local rank")            \

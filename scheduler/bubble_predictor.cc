@@ -89,6 +89,7 @@ Status BubblePredictor::observe(const Interval& idle) {
     if (idle.length() < config_.min_idle_ns) {
         return Status::ok();
     }
+    ++version_;
     have_observation_ = true;
     last_start_ns_ = idle.start_ns;
     last_end_ns_ = std::max(last_end_ns_, idle.end_ns);
@@ -333,27 +334,37 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
         return PredictionStatus::kWarmingUp;
     }
 
-    // Alignment: the iteration start implied by each observation of the last period,
-    // carried to the newest observation's iteration and averaged.
-    const Observation* newest = &observations_[0];
-    for (const Observation& o : observations_) {
-        if (o.start_ns > newest->start_ns) {
-            newest = &o;
+    if (cache_.version != version_) {
+        // Alignment: the iteration start implied by each observation of the last period,
+        // carried to the newest observation's iteration and averaged.
+        const Observation* newest = &observations_[0];
+        for (const Observation& o : observations_) {
+            if (o.start_ns > newest->start_ns) {
+                newest = &o;
+            }
         }
-    }
-    const int64_t ref_cycle = newest->cycle;
-    double base_sum = 0.0;
-    int base_n = 0;
-    for (const Observation& o : observations_) {
-        if (o.start_ns + period <= newest->start_ns) {
-            continue;
+        const int64_t ref_cycle = newest->cycle;
+        double base_sum = 0.0;
+        int base_n = 0;
+        for (const Observation& o : observations_) {
+            if (o.start_ns + period <= newest->start_ns) {
+                continue;
+            }
+            base_sum += static_cast<double>(o.start_ns - o.slot_offset +
+                                            (ref_cycle - o.cycle) * period - newest->start_ns);
+            ++base_n;
         }
-        base_sum += static_cast<double>(o.start_ns - o.slot_offset +
-                                        (ref_cycle - o.cycle) * period - newest->start_ns);
-        ++base_n;
+        cache_.base =
+            newest->start_ns + static_cast<Nanos>(std::llround(base_sum / std::max(base_n, 1)));
+        cache_.ref_cycle = ref_cycle;
+        cache_.hit_rates.clear();
+        for (const Slot& s : slots_) {
+            cache_.hit_rates.push_back(hitRate(s));
+        }
+        cache_.version = version_;
     }
-    const Nanos base =
-        newest->start_ns + static_cast<Nanos>(std::llround(base_sum / std::max(base_n, 1)));
+    const Nanos base = cache_.base;
+    const int64_t ref_cycle = cache_.ref_cycle;
 
     const int64_t now_cycle = ref_cycle + floorDiv(now_ns - base, period);
     Match open;
@@ -361,7 +372,24 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
     if (config_.confirm_open && open_start_ns_ > 0) {
         // What has elapsed bounds the length from below: a wait that has outlasted its slot's
         // bubbles by far is another slot's (a long bubble next to short ones).
-        open = match(open_start_ns_, -std::max<Nanos>(now_ns - open_start_ns_, 0) - 1, est, true);
+        const Nanos elapsed = std::max<Nanos>(now_ns - open_start_ns_, 0);
+        if (cache_.open_version != version_ || cache_.open_start_ns != open_start_ns_ ||
+            elapsed < cache_.elapsed_from || elapsed >= cache_.elapsed_below) {
+            cache_.open = match(open_start_ns_, -elapsed - 1, est, true);
+            cache_.open_version = version_;
+            cache_.open_start_ns = open_start_ns_;
+            cache_.elapsed_from = elapsed;
+            cache_.elapsed_below = kNever;
+            for (const Slot& s : slots_) {
+                for (size_t k = 0; k < s.count; ++k) {
+                    if (s.samples[k].duration > elapsed) {
+                        cache_.elapsed_below =
+                            std::min(cache_.elapsed_below, s.samples[k].duration);
+                    }
+                }
+            }
+        }
+        open = cache_.open;
     }
     if (open_matched != nullptr) {
         // A slot too young to be predicted explains nothing yet.
@@ -371,7 +399,7 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
     bool any_ready = false;
     for (size_t i = 0; i < slots_.size(); ++i) {
         const Slot& s = slots_[i];
-        const double rate = hitRate(s);
+        const double rate = cache_.hit_rates[i];
         if (s.count < static_cast<size_t>(config_.min_slot_samples)) {
             continue;
         }

@@ -226,6 +226,26 @@ class BubblePredictor {
     uint64_t next_slot_id_ = 1;
     bool have_observation_ = false;
     std::vector<Nanos> scratch_;
+
+    // What predict() derives only from what observe() changes, kept until the next observe()
+    // (a driver predicts every publish tick, or at every event of the simulator, far more
+    // often than waits end): the alignment, the hit rates, and the open wait's match, which
+    // changes only when its elapsed time passes a sample's length (lengthFits and
+    // lengthFitsSample compare nothing else of an open wait), so it holds for elapsed times
+    // in [elapsed_from, elapsed_below).
+    struct PredictCache {
+        uint64_t version = ~0ull;
+        Nanos base = 0;
+        int64_t ref_cycle = 0;
+        std::vector<double> hit_rates;
+        uint64_t open_version = ~0ull;
+        Nanos open_start_ns = 0;
+        Nanos elapsed_from = 0;
+        Nanos elapsed_below = 0;
+        Match open;
+    };
+    uint64_t version_ = 0;  // bumped by every observe()
+    mutable PredictCache cache_;
 };
 
 }  // namespace atlas::sched

@@ -8,23 +8,6 @@
 
 namespace atlas::bubbletea::tools {
 
-std::vector<sched::Interval> effectivePredictions(std::span<const TimedPredictionSet> sets,
-                                                  Nanos until_ns) {
-    std::vector<sched::Interval> out;
-    for (size_t k = 0; k < sets.size(); ++k) {
-        const Nanos from = sets[k].published_ns;
-        const Nanos to = k + 1 < sets.size() ? sets[k + 1].published_ns : until_ns;
-        for (const sched::Interval& w : sets[k].windows) {
-            const Nanos lo = std::max(w.start_ns, from);
-            const Nanos hi = std::min(w.end_ns, to);
-            if (hi > lo) {
-                out.push_back({lo, hi});
-            }
-        }
-    }
-    return sched::normalizeIntervals(out);
-}
-
 double IterationBubble::fraction() const {
     return end_ns > start_ns ? static_cast<double>(idle_ns) / static_cast<double>(end_ns - start_ns)
                              : std::numeric_limits<double>::quiet_NaN();

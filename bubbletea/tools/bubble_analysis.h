@@ -1,6 +1,7 @@
 // Bubble-specific analysis on top of the scheduler's interval accuracy
-// (scheduler/interval_accuracy.h, the one implementation of coverage/precision):
-// which predictions a consumer could act on, and per-iteration bubble fractions.
+// (scheduler/interval_accuracy.h, the one implementation of coverage/precision; which
+// predictions a consumer could act on is scheduler/bubble_score.h's): per-iteration bubble
+// fractions.
 // Pure functions over CLOCK_MONOTONIC ns; allocate; any thread.
 #pragma once
 
@@ -13,19 +14,6 @@
 #include "scheduler/types.h"
 
 namespace atlas::bubbletea::tools {
-
-// One published prediction set with its publish time.
-struct TimedPredictionSet {
-    Nanos published_ns = 0;
-    std::vector<sched::Interval> windows;
-};
-
-// The predictions a consumer could actually act on: set k reigns over [published_k,
-// published_{k+1}) (the last one until `until_ns`); window parts outside its set's reign
-// are dropped (published too late, or superseded). Sets must be in publish order.
-// Result normalized (sorted, disjoint).
-std::vector<sched::Interval> effectivePredictions(std::span<const TimedPredictionSet> sets,
-                                                  Nanos until_ns);
 
 // Bubble fraction of one training iteration.
 struct IterationBubble {

@@ -1,6 +1,7 @@
 #include "bubbletea/tools/timeline.h"
 
 #include "bubbletea/tools/cli_common.h"
+#include "scheduler/bubble_score.h"
 
 #include <algorithm>
 #include <cmath>
@@ -37,14 +38,25 @@ json windowJson(const PredictedWindow& w) {
             {"source", channel::sourceName(w.source)}};
 }
 
-// An observed interval; the transfer fields only when known (nonzero), so recordings of
-// writers that do not report them stay as they were before ABI v2.
+// An observed interval; the transfer fields and the writer's step reports only when known
+// (nonzero), so recordings of writers that do not report them stay as they were.
 json withTransfer(json j, const IdleInterval& i) {
     if (i.transfer_start_ns != 0) {
         j["transfer_start_ns"] = i.transfer_start_ns;
     }
     if (i.transfer_bytes != 0) {
         j["transfer_bytes"] = i.transfer_bytes;
+    }
+    const std::pair<const char*, Nanos> steps[] = {
+        {"taken_step_ns", i.taken_step_ns},
+        {"open_from_step_ns", i.open_from_step_ns},
+        {"open_to_step_ns", i.open_to_step_ns},
+        {"transfer_seen_step_ns", i.transfer_seen_step_ns},
+    };
+    for (const auto& [key, t] : steps) {
+        if (t != 0) {
+            j[key] = t;
+        }
     }
     return j;
 }
@@ -55,7 +67,7 @@ json observedJson(const IdleInterval& i) {
         i);
 }
 
-// Absent transfer fields read as 0 (unknown): recordings made before ABI v2 still load.
+// Absent transfer and step fields read as 0 (unknown): older recordings still load.
 IdleInterval observedFrom(const json& j) {
     IdleInterval i;
     i.start_ns = j.at("start_ns").get<Nanos>();
@@ -63,11 +75,20 @@ IdleInterval observedFrom(const json& j) {
     i.iteration = iterationFrom(j.at("iteration"));
     i.transfer_start_ns = j.value("transfer_start_ns", Nanos{0});
     i.transfer_bytes = j.value("transfer_bytes", uint64_t{0});
+    i.taken_step_ns = j.value("taken_step_ns", Nanos{0});
+    i.open_from_step_ns = j.value("open_from_step_ns", Nanos{0});
+    i.open_to_step_ns = j.value("open_to_step_ns", Nanos{0});
+    i.transfer_seen_step_ns = j.value("transfer_seen_step_ns", Nanos{0});
     return i;
 }
 
 json observedArgs(const IdleInterval& i) {
-    return withTransfer({{"iteration", iterationJson(i.iteration)}}, i);
+    json j = {{"iteration", iterationJson(i.iteration)}};
+    if (i.transfer_start_ns != 0) {
+        j["transfer_start_ns"] = i.transfer_start_ns;
+        j["transfer_bytes"] = i.transfer_bytes;
+    }
+    return j;
 }
 
 PredictedWindow windowFrom(const json& j) {
@@ -251,11 +272,12 @@ std::vector<EffectiveWindow> effectiveWindows(const ChannelTimeline& channel, Na
         const Nanos to = k + 1 < channel.sets.size() ? channel.sets[k + 1].published_ns : until_ns;
         for (const PredictedWindow& w : channel.sets[k].windows) {
             EffectiveWindow e{w, channel.sets[k].set_id};
-            e.window.start_ns = std::max(w.start_ns, from);
-            e.window.end_ns = std::min(w.end_ns, to);
-            if (e.window.end_ns <= e.window.start_ns) {
+            const sched::Interval part = sched::reignPart({w.start_ns, w.end_ns}, from, to);
+            if (part.length() <= 0) {
                 continue;
             }
+            e.window.start_ns = part.start_ns;
+            e.window.end_ns = part.end_ns;
             const auto key = std::make_pair(w.start_ns, w.end_ns);
             auto it = last_piece.find(key);
             if (it != last_piece.end() && out[it->second].window.end_ns == e.window.start_ns) {
@@ -380,16 +402,16 @@ ChannelReport analyzeChannel(const ChannelTimeline& c, Nanos until_ns, int skip_
     for (const IdleInterval& i : c.observed) {
         observed.push_back({i.start_ns, i.end_ns});
     }
-    std::vector<TimedPredictionSet> sets;
+    std::vector<sched::TimedPredictionSet> sets;
     sets.reserve(c.sets.size());
     for (const RecordedSet& s : c.sets) {
-        TimedPredictionSet t{s.published_ns, {}};
+        sched::TimedPredictionSet t{s.published_ns, {}};
         for (const PredictedWindow& w : s.windows) {
             t.windows.push_back({w.start_ns, w.end_ns});
         }
         sets.push_back(std::move(t));
     }
-    const std::vector<sched::Interval> predicted = effectivePredictions(sets, until_ns);
+    const std::vector<sched::Interval> predicted = sched::effectivePredictions(sets, until_ns);
     r.accuracy =
         sched::measureAccuracy(observed, predicted, sched::Interval{r.eval_from_ns, r.eval_to_ns});
     return r;

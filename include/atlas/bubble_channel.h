@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -217,8 +218,55 @@ struct alignas(64) IdleRecord {
     // When the first data of the awaited message arrived, CLOCK_MONOTONIC ns; 0 = unknown.
     std::atomic<int64_t> transfer_start_ns;
     std::atomic<uint64_t> transfer_bytes;  // the awaited message's size in bytes; 0 = unknown
-    uint8_t reserved[16];
+    // What the writer's publishing step saw of this wait, so that a replay can step the
+    // publisher exactly as it stepped (docs/bubble-channel.md, "Publisher steps"): each a
+    // step time as an offset from another field of the record, encoded by encodeStepOffset()
+    // (0 = not known; writers before these fields leave the bytes 0). The step that took the
+    // finished wait in (from end_ns), the first and the last step that saw it open (from
+    // start_ns and end_ns), the first step that saw its transfer's first data (from
+    // transfer_start_ns). Added within ABI v2, in what were 16 reserved bytes.
+    std::atomic<uint32_t> taken_step;
+    std::atomic<uint32_t> open_from_step;
+    std::atomic<uint32_t> open_to_step;
+    std::atomic<uint32_t> transfer_seen_step;
 };
+
+// IdleRecord step offsets: offset_ns + 2^31, so 0 stays "unknown"; offsets outside
+// (-2^31, 2^31) ns (about 2.1 s) are not representable and encode as unknown. Overflow-safe
+// for any input, since a reader decodes untrusted bytes.
+inline constexpr int64_t kStepOffsetBias = int64_t{1} << 31;
+inline constexpr uint32_t encodeStepOffset(int64_t offset_ns) {
+    return offset_ns > -kStepOffsetBias && offset_ns < kStepOffsetBias
+               ? static_cast<uint32_t>(offset_ns + kStepOffsetBias)
+               : 0u;
+}
+// The encoding of step time `step_ns` (0: unknown) relative to `base_ns`.
+inline constexpr uint32_t encodeStepTime(int64_t step_ns, int64_t base_ns) {
+    int64_t offset = 0;
+    return step_ns == 0 || __builtin_sub_overflow(step_ns, base_ns, &offset)
+               ? 0u
+               : encodeStepOffset(offset);
+}
+// The step time `encoded` is relative to `base_ns`; 0 when unknown or not representable.
+inline constexpr int64_t decodeStepTime(uint32_t encoded, int64_t base_ns) {
+    int64_t step = 0;
+    return encoded == 0 || __builtin_add_overflow(
+                               base_ns, static_cast<int64_t>(encoded) - kStepOffsetBias, &step)
+               ? 0
+               : step;
+}
+
+// [0, 1] in parts per million, rounded to the nearest and clamped (NaN: 0). The one encoding
+// of every *_ppm field a writer publishes.
+inline uint32_t toPpm(double fraction) {
+    if (!(fraction > 0.0)) {  // also NaN
+        return 0;
+    }
+    if (fraction >= 1.0) {
+        return kPpmOne;
+    }
+    return static_cast<uint32_t>(std::lround(fraction * kPpmOne));
+}
 
 inline constexpr uint64_t kHeaderSize = sizeof(SegmentHeader);
 
@@ -296,7 +344,14 @@ static_assert(offsetof(IdleRecord, end_ns) == 16);
 static_assert(offsetof(IdleRecord, iteration) == 24);
 static_assert(offsetof(IdleRecord, transfer_start_ns) == 32);
 static_assert(offsetof(IdleRecord, transfer_bytes) == 40);
-static_assert(offsetof(IdleRecord, reserved) == 48);
+static_assert(offsetof(IdleRecord, taken_step) == 48);
+static_assert(offsetof(IdleRecord, open_from_step) == 52);
+static_assert(offsetof(IdleRecord, open_to_step) == 56);
+static_assert(offsetof(IdleRecord, transfer_seen_step) == 60);
+static_assert(decodeStepTime(encodeStepTime(123, 100), 100) == 123);
+static_assert(decodeStepTime(encodeStepTime(100, 123), 123) == 100);
+static_assert(encodeStepTime(0, 100) == 0 && encodeStepOffset(kStepOffsetBias) == 0);
+static_assert(decodeStepTime(~0u, INT64_MAX) == 0 && encodeStepTime(INT64_MAX, -1) == 0);
 static_assert(expectedLayout(4, 4).layout_size == 256 + 4 * 64 + 4 * 64);
 
 // ---- Naming ----

@@ -28,11 +28,12 @@ BubbleTea::BubbleTea(const SimConfig& config, int groups, EventQueue* queue, Pre
       host_(host),
       oracle_(oracle),
       g_(static_cast<size_t>(groups)),
+      min_confidence_ppm_(channel::toPpm(config.bubbletea.min_confidence)),
       rng_(config.seed * 0x2545f4914f6cdd1dULL + 0xb7e15162) {
     if (spec_.windows == WindowSource::kPredicted) {
-        predictors_.reserve(static_cast<size_t>(groups));
+        pipelines_.reserve(static_cast<size_t>(groups));
         for (int i = 0; i < groups; ++i) {
-            predictors_.emplace_back(spec_.predictor);
+            pipelines_.emplace_back(spec_.pipeline);
         }
     }
 }
@@ -106,19 +107,21 @@ BubbleTea::Window BubbleTea::window(int group, Nanos now_ns) {
         }
         return w;
     }
-    const sched::PredictionStatus st =
-        predictors_[static_cast<size_t>(group)].predict(now_ns, &scratch_);
-    if (st != sched::PredictionStatus::kOk) {
+    // The set the pipeline has in force now, the group's wait open since it became idle.
+    const Nanos open_start = host_->prefillAllowed(group) ? host_->waitStart(group) : 0;
+    const sched::PipelineDecision& d =
+        pipelines_[static_cast<size_t>(group)].decide(now_ns, {open_start, 0, 0, 0});
+    if (d.status != sched::PredictionStatus::kOk) {
         ++stats_.predictor_none;
         return w;
     }
     ++stats_.predictor_ok;
-    for (const sched::PredictedWindow& p : scratch_) {
-        if (p.confidence < spec_.min_confidence) {
+    for (const sched::PublishedWindow& p : d.windows) {
+        if (p.confidence_ppm < min_confidence_ppm_) {
             continue;
         }
-        if (p.start_ns <= now_ns && now_ns < p.end_ns) {
-            // Overlapping slot predictions: trust the earliest end (the conservative one).
+        if (p.open && p.start_ns <= now_ns && now_ns < p.end_ns) {
+            // Overlapping windows: trust the earliest end (the conservative one).
             w.end_ns = w.open ? std::min(w.end_ns, p.end_ns) : p.end_ns;
             w.open = true;
         } else if (p.start_ns > now_ns && w.next_start_ns == kNone) {
@@ -144,9 +147,11 @@ void BubbleTea::onIdle(int group, Nanos now_ns) {
 }
 
 void BubbleTea::observeIdle(int group, const sched::Interval& idle) {
-    if (!predictors_.empty() && idle.length() > 0) {
-        // Out-of-range or backwards input is the predictor's to reject; the run goes on.
-        (void)predictors_[static_cast<size_t>(group)].observe(idle);
+    if (!pipelines_.empty() && idle.length() > 0) {
+        // Taken in the moment it ends (the plugin: within a publish tick). Backwards input
+        // is the predictor's to ignore; the run goes on.
+        (void)pipelines_[static_cast<size_t>(group)].take({idle.start_ns, idle.end_ns, 0, 0},
+                                                          idle.end_ns);
     }
 }
 

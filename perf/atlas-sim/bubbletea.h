@@ -3,8 +3,11 @@
 //
 // Rules (the paper's "no impact on training"):
 //  - A chunk is only started inside a window (oracle: the exact idle intervals of a run
-//    without BubbleTea, each optionally stretched by prediction_error; predicted: scheduler/'s
-//    BubblePredictor fed with the idle intervals observed so far), shrunk by the guard band.
+//    without BubbleTea, each optionally stretched by prediction_error; predicted: the windows
+//    scheduler/'s BubblePipeline, the plugin's publishing step, has in force: stepped at the
+//    model's events, fed each idle interval when it ends and the wait open now, and only
+//    windows whose wait has begun are used, as bubbletea uses only predictor-open ones),
+//    shrunk by the guard band.
 //  - A chunk is sized so that its cost ends before the window does; a prompt that does not
 //    fit is split into chunks (at most chunk_tokens, at least min_chunk_tokens) that continue
 //    in later windows on the same group (its KV cache lives there).
@@ -26,7 +29,7 @@
 #include "perf/atlas-sim/config.h"
 #include "perf/atlas-sim/event_queue.h"
 #include "perf/atlas-sim/model.h"
-#include "scheduler/bubble_predictor.h"
+#include "scheduler/bubble_pipeline.h"
 #include "scheduler/types.h"
 
 namespace atlas::sim {
@@ -57,6 +60,9 @@ class PrefillHost {
     virtual ~PrefillHost() = default;
     // True while the group's GPUs have no training work running or ready.
     virtual bool prefillAllowed(int group) const = 0;
+    // While prefillAllowed: when the group's wait for training work began (the end of its
+    // last training activity), what the plugin's recorder reports as the wait open now.
+    virtual Nanos waitStart(int group) const = 0;
     // A chunk ended on `group` at now_ns: training may resume.
     virtual void prefillFinished(int group, Nanos now_ns) = 0;
     virtual void recordPrefill(int group, Nanos start_ns, Nanos end_ns, int32_t request) = 0;
@@ -92,7 +98,7 @@ class BubbleTea {
 
     // The group may prefill from now (idempotent).
     void onIdle(int group, Nanos now_ns);
-    // An idle interval of the group ended (predicted mode feeds its predictor).
+    // An idle interval of the group ended (predicted mode feeds its pipeline).
     void observeIdle(int group, const sched::Interval& idle);
 
     bool chunkRunning(int group) const { return g_[static_cast<size_t>(group)].chunk_end != kNone; }
@@ -141,8 +147,8 @@ class BubbleTea {
     PrefillHost* host_;
     const std::vector<std::vector<sched::Interval>>* oracle_;
     std::vector<GroupState> g_;
-    std::vector<sched::BubblePredictor> predictors_;
-    std::vector<sched::PredictedWindow> scratch_;
+    std::vector<sched::BubblePipeline> pipelines_;  // one per group (predicted mode)
+    uint32_t min_confidence_ppm_ = 0;
     std::vector<Request> requests_;
     std::deque<int32_t> queue_reqs_;
     std::vector<int32_t> ready_;

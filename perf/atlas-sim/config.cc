@@ -466,7 +466,7 @@ void parseBubbleTea(const json* j, SimConfig* c, Status* err) {
     b.kv_handoff_ns = r.duration("kv_handoff_ms", b.kv_handoff_ns, 1e6, 1e9);
     if (const json* pj = r.raw("predictor")) {
         Reader pr(pj, "bubbletea.predictor", err);
-        sched::BubblePredictorConfig& p = b.predictor;
+        sched::BubblePredictorConfig& p = b.pipeline.predictor;
         p.detector.tolerance = pr.num("tolerance", p.detector.tolerance, 0.001, 0.45);
         p.detector.min_cycles = pr.integer("min_cycles", p.detector.min_cycles, 2, 64);
         p.horizon_iterations = pr.integer("horizon_iterations", p.horizon_iterations, 1, 16);
@@ -475,10 +475,10 @@ void parseBubbleTea(const json* j, SimConfig* c, Status* err) {
         p.max_slots = pr.integer("max_slots", p.max_slots, 1, 256);
         pr.finish();
     }
-    b.predictor.guard_ns = b.guard_ns;
+    b.pipeline.predictor.guard_ns = b.guard_ns;
     r.finish();
     if (err->isOk()) {
-        Status s = sched::validate(b.predictor);
+        Status s = sched::validate(b.pipeline);
         if (!s.isOk()) {
             *err = Status(Code::kInvalidUsage, "bubbletea.predictor: " + s.message());
         }

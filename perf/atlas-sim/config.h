@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "atlas/common/status.h"
-#include "scheduler/bubble_predictor.h"
+#include "scheduler/bubble_pipeline.h"
 #include "scheduler/link_policy.h"
 
 namespace atlas::sim {
@@ -148,7 +148,8 @@ struct BubbleTeaSpec {
     double efficiency = 0.5;
     double tokens_per_s = 0.0;           // >0: overrides the linear term (per stage group)
     double attention_s_per_token2 = -1;  // >=0: overrides the quadratic coefficient
-    Nanos guard_ns = 200 * kNsPerUs;
+    // Shrinks oracle windows at both ends; predicted windows take it as the pipeline's guard.
+    Nanos guard_ns = sched::kDefaultBubbleGuardNs;
     int chunk_tokens = 512;
     int min_chunk_tokens = 32;
     double prediction_error = 0.0;  // oracle windows stretched by this fraction of their length
@@ -158,7 +159,9 @@ struct BubbleTeaSpec {
     double min_confidence = 0.75;
     Nanos max_wait_ns = 0;    // 0: a request waits for a window for ever
     Nanos kv_handoff_ns = 0;  // added to every TTFT (KV cache to the decode GPUs)
-    sched::BubblePredictorConfig predictor;
+    // Predicted windows: the plugin's publishing step, its defaults but for the keys of
+    // bubbletea.predictor and the guard band above.
+    sched::BubblePipelineConfig pipeline;
 };
 
 struct PlanSpec {

@@ -57,6 +57,7 @@ class Engine final : public PrefillHost {
         const Group& gr = groups_[static_cast<size_t>(g)];
         return !finished_ && !gr.busy && !gr.pending && !gr.ar_waiting;
     }
+    Nanos waitStart(int g) const override { return groups_[static_cast<size_t>(g)].idle_since; }
     void prefillFinished(int g, Nanos now) override;
     void recordPrefill(int g, Nanos start, Nanos end, int32_t request) override;
 

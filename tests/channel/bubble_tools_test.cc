@@ -7,12 +7,12 @@
 
 #include <gtest/gtest.h>
 
-#include "channel/channel_writer.h"
 #include "bubbletea/tools/args.h"
 #include "bubbletea/tools/bubble_analysis.h"
 #include "bubbletea/tools/recorder.h"
 #include "bubbletea/tools/synth.h"
 #include "bubbletea/tools/timeline.h"
+#include "channel/channel_writer.h"
 #include "tests/channel/channel_test_util.h"
 
 namespace atlas::bubbletea::tools {
@@ -21,17 +21,6 @@ namespace {
 using channel::IdleInterval;
 using channel::kUnknownIteration;
 using channel::PredictedWindow;
-
-TEST(BubbleAnalysis, EffectivePredictionsClipEachSetToItsReign) {
-    std::vector<TimedPredictionSet> sets;
-    sets.push_back({100, {{50, 150}, {300, 400}}});  // [50,100) too late; [300,400) superseded
-    sets.push_back({200, {{250, 350}}});
-    const std::vector<sched::Interval> want = {{100, 150}, {250, 350}};
-    EXPECT_EQ(effectivePredictions(sets, 1000), want);
-    const std::vector<sched::Interval> want_until = {{100, 150}, {250, 300}};
-    EXPECT_EQ(effectivePredictions(sets, 300), want_until);
-    EXPECT_TRUE(effectivePredictions({}, 1000).empty());
-}
 
 TEST(BubbleAnalysis, BubblesPerIterationUseFirstIdleStartAsBoundary) {
     // Period 100: iteration k idles [k*100, k*100+20) and [k*100+50, k*100+60).
@@ -229,6 +218,36 @@ TEST(TimelineFormat, TransferFieldsRoundTripAndAreWrittenOnlyWhenKnown) {
     }
     EXPECT_EQ(with_transfer, 1);
     EXPECT_EQ(without, 1);
+}
+
+// The writer's step reports (for an exact replay) round-trip, and only known ones are written.
+TEST(TimelineFormat, StepFieldsRoundTripAndAreWrittenOnlyWhenKnown) {
+    Timeline t;
+    t.to_ns = 1000;
+    ChannelTimeline c;
+    c.name = "/x";
+    IdleInterval seen{100, 200, 5};
+    seen.taken_step_ns = 201;
+    seen.open_from_step_ns = 101;
+    seen.open_to_step_ns = 199;
+    c.observed = {seen, {300, 350, 6}};
+    t.channels.push_back(c);
+    const nlohmann::json j = timelineToJson(t);
+    const auto& observed = j.at("channels").at(0).at("observed");
+    EXPECT_EQ(observed.at(0).at("taken_step_ns"), 201);
+    EXPECT_EQ(observed.at(0).at("open_from_step_ns"), 101);
+    EXPECT_EQ(observed.at(0).at("open_to_step_ns"), 199);
+    EXPECT_FALSE(observed.at(0).contains("transfer_seen_step_ns"));
+    EXPECT_EQ(observed.at(1),
+              (nlohmann::json{{"start_ns", 300}, {"end_ns", 350}, {"iteration", 6}}));
+    auto back = timelineFromJson(nlohmann::json::parse(j.dump()));
+    ASSERT_TRUE(back.isOk()) << back.status().toString();
+    const auto& b = back.value().channels.at(0).observed;
+    EXPECT_EQ(b[0].taken_step_ns, 201);
+    EXPECT_EQ(b[0].open_from_step_ns, 101);
+    EXPECT_EQ(b[0].open_to_step_ns, 199);
+    EXPECT_EQ(b[0].transfer_seen_step_ns, 0);
+    EXPECT_EQ(b[1].taken_step_ns, 0);
 }
 
 TEST(TimelineFormat, RecordingWithoutTransferFieldsLoadsWithZeros) {

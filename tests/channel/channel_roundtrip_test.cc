@@ -238,6 +238,35 @@ TEST_F(ChannelRoundTrip, ObservedTransferFieldsRoundTrip) {
     EXPECT_EQ(r.writerCounters().rejected_records, 0u);
 }
 
+// What the writer's step saw of a wait (the "Publisher steps" fields): step times stored as
+// offsets from the record's own times; unknown (0) or too far (beyond 2^31 ns) reads as 0.
+TEST_F(ChannelRoundTrip, ObservedStepFieldsRoundTripWithinTheirRange) {
+    ChannelWriter w = makeWriter();
+    ChannelReader r = makeReader();
+    IdleInterval seen = withTransfer(10'000'000'000, 10'030'000'000, 1, 10'020'000'000, 1 << 20);
+    seen.taken_step_ns = 10'030'400'000;          // after its end
+    seen.open_from_step_ns = 10'000'700'000;      // after its start
+    seen.open_to_step_ns = 10'029'800'000;        // before its end
+    seen.transfer_seen_step_ns = 10'019'900'000;  // read before the data's own stamp
+    IdleInterval unseen{20'000'000'000, 20'000'000'100, 2};
+    unseen.taken_step_ns = 20'000'000'100 + (int64_t{3} << 31);  // 6.4 s late: not representable
+    ASSERT_TRUE(w.publishObserved(seen));
+    ASSERT_TRUE(w.publishObserved(unseen));
+    ReadCursor cursor;
+    auto b = r.readObservedSince(cursor);
+    ASSERT_TRUE(b.isOk());
+    ASSERT_EQ(b.value().records.size(), 2u);
+    const IdleInterval& got = b.value().records[0];
+    EXPECT_EQ(got.taken_step_ns, seen.taken_step_ns);
+    EXPECT_EQ(got.open_from_step_ns, seen.open_from_step_ns);
+    EXPECT_EQ(got.open_to_step_ns, seen.open_to_step_ns);
+    EXPECT_EQ(got.transfer_seen_step_ns, seen.transfer_seen_step_ns);
+    const IdleInterval& other = b.value().records[1];
+    EXPECT_EQ(other.taken_step_ns, 0);
+    EXPECT_EQ(other.open_from_step_ns, 0);
+    EXPECT_EQ(other.transfer_seen_step_ns, 0);
+}
+
 TEST_F(ChannelRoundTrip, TransferAfterWaitEndOrHalfKnownIsRejectedAndCounted) {
     ChannelWriter w = makeWriter();
     ChannelReader r = makeReader();

@@ -174,7 +174,7 @@ class PublisherTest : public ::testing::Test {
                 ::testing::UnitTest::GetInstance()->current_test_info()->name();
         BubbleConfig cfg;
         cfg.channel_name = name_;
-        cfg.predictor.guard_ns = 1 * kMs;
+        cfg.pipeline.predictor.guard_ns = 1 * kMs;
         configure(cfg);
         auto p = BubblePublisher::manual(cfg, &rec_, clock_, Logger());
         ASSERT_TRUE(p.isOk()) << p.status().toString();
@@ -266,7 +266,7 @@ TEST_F(PublisherTest, PauseWithdrawsPredictions) {
 // As the plugin runs it: windows go into force when their wait is seen to begin.
 class ConfirmedPublisherTest : public PublisherTest {
   protected:
-    void configure(BubbleConfig& cfg) override { cfg.predictor.confirm_open = true; }
+    void configure(BubbleConfig& cfg) override { cfg.pipeline.predictor.confirm_open = true; }
     // The open window of the latest prediction set (end 0: none).
     channel::PredictedWindow openWindow() {
         auto preds = reader_->readPredictions();
