@@ -5,7 +5,7 @@
 # usage: perf/atlas-sim/reproduce.sh [BUILD_DIR] [OUT_DIR]
 #   BUILD_DIR  a build tree with the atlas-sim target built (default: build)
 #   OUT_DIR    where results go (default: atlas-sim-results)
-# Takes about 2 minutes on one core; needs python3 for the table.
+# Takes about 20 s on one core of a quiet machine; needs python3 for the table.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
