@@ -315,10 +315,10 @@ void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
 }
 
 PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWindow>* out,
-                                          bool* open_matched) const {
+                                          Nanos* open_slot_end_ns) const {
     out->clear();
-    if (open_matched != nullptr) {
-        *open_matched = false;
+    if (open_slot_end_ns != nullptr) {
+        *open_slot_end_ns = 0;
     }
     const PeriodEstimate est = detector_.estimate(now_ns);
     if (!est.locked()) {
@@ -391,10 +391,12 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
         }
         open = cache_.open;
     }
-    if (open_matched != nullptr) {
+    if (open_slot_end_ns != nullptr && open.slot < slots_.size() &&
+        slots_[open.slot].count >= static_cast<size_t>(config_.min_slot_samples)) {
         // A slot too young to be predicted explains nothing yet.
-        *open_matched = open.slot < slots_.size() &&
-                        slots_[open.slot].count >= static_cast<size_t>(config_.min_slot_samples);
+        *open_slot_end_ns =
+            open_start_ns_ +
+            durationGiven(slots_[open.slot], std::max<Nanos>(now_ns - open_start_ns_, 0));
     }
     bool any_ready = false;
     for (size_t i = 0; i < slots_.size(); ++i) {

@@ -112,11 +112,13 @@ class BubblePredictor {
     Status observe(const Interval& idle);
 
     // Predicted windows that end after now_ns, sorted by start, into *out (cleared first).
-    // Returns kOk or why nothing was emitted. With confirm_open, *open_matched (if given)
-    // says whether the open wait (noteOpen) belongs to a slot, whether or not its window is
-    // still ahead: a wait a slot explains gets no window from elsewhere.
+    // Returns kOk or why nothing was emitted. With confirm_open, *open_slot_end_ns (if given)
+    // is where the open wait's (noteOpen) slot says it ends (its start plus the length the
+    // slot predicts given the time waited, before the guard band), whether or not the slot's
+    // window for it is emitted (it may be over, or outside the horizon); 0 when no slot with
+    // the samples to be predicted explains it. A window from elsewhere must not outlast it.
     PredictionStatus predict(Nanos now_ns, std::vector<PredictedWindow>* out,
-                             bool* open_matched = nullptr) const;
+                             Nanos* open_slot_end_ns = nullptr) const;
 
     // The idle interval that is open now began at start_ns (0: none is open). Used by
     // predict() when config.confirm_open is set.

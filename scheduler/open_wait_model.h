@@ -97,14 +97,17 @@ class OpenWaitModel {
 //    and on recorded runs letting the transfer shorten windows lost coverage;
 //  - when it has none, it gets one from its start (plus guard) to the later of the two ends,
 //    for `iteration`, with the model's confidence, in place of any planned window that
-//    overlaps it (a plan for a bubble that, this iteration, is this wait). The elapsed end
-//    counts only when no slot explains the wait (`slot_matched` false: the predictor matched
-//    it to no slot). A wait whose slot window is over (its last guard_ns) gets a window only
-//    from its transfer: the slot says it ends now, and the lengths of every other kind of
-//    wait would outlast it (in the simulator each such window overran training).
+//    overlaps it (a plan for a bubble that, this iteration, is this wait). That is a wait the
+//    predictor matched to no slot (`slot_end_ns` 0), or one whose slot gave no window (its
+//    window is over, in the last guard band before the end the slot predicts, or the slot's
+//    iteration lies outside the horizon). For the latter the elapsed end is capped at
+//    `slot_end_ns`, where the slot says the wait ends: the lengths of other kinds of wait say
+//    nothing about it (uncapped, in the simulator, whose slots' waits all last the same, each
+//    such window in the guard band overran training; capped at the slot's longest wait
+//    instead, the testbed's trial patterns still slowed training by 5%).
 // Nothing changes when no wait is open or no end is known and still ahead. Keeps `windows`
 // sorted by start.
-void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, bool slot_matched,
+void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, Nanos slot_end_ns,
                         Nanos guard_ns, Nanos now_ns, int64_t iteration,
                         std::vector<PredictedWindow>* windows);
 

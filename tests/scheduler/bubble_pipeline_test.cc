@@ -87,10 +87,10 @@ TEST(BubblePipeline, DecidesThePredictorsWindowsCompletedByTheOpenWaitModel) {
     EXPECT_TRUE(d.publish);
     predictor.noteOpen(open.start_ns);
     std::vector<PredictedWindow> want;
-    bool matched = false;
-    ASSERT_EQ(predictor.predict(now, &want, &matched), PredictionStatus::kOk);
-    EXPECT_TRUE(matched);
-    completeOpenWindow(model, open, matched, kDefaultBubbleGuardNs, now,
+    Nanos slot_end = 0;
+    ASSERT_EQ(predictor.predict(now, &want, &slot_end), PredictionStatus::kOk);
+    EXPECT_EQ(slot_end, open.start_ns + 25 * kMs) << "the fill slot's waits last 25 ms";
+    completeOpenWindow(model, open, slot_end, kDefaultBubbleGuardNs, now,
                        predictor.period(now).cycleOf(open.start_ns), &want);
     ASSERT_EQ(d.windows.size(), want.size());
     bool saw_open = false;

@@ -120,7 +120,7 @@ TEST(CompleteOpenWindow, TheOpenWindowLastsUntilItsTransferLands) {
     // The slot said 25 ms; the transfer began late, at 40 ms: the wait ends at 50 ms.
     std::vector<PredictedWindow> w = {{6 * kMs, 29 * kMs, 0.9, 7, true},
                                       {61 * kMs, 79 * kMs, 0.9, 7, false}};
-    completeOpenWindow(m, {5 * kMs, 0, 40 * kMs, kMiB}, false, guard, 41 * kMs, 7, &w);
+    completeOpenWindow(m, {5 * kMs, 0, 40 * kMs, kMiB}, 0, guard, 41 * kMs, 7, &w);
     ASSERT_EQ(w.size(), 2u);
     EXPECT_EQ(w[0].start_ns, 6 * kMs);
     EXPECT_EQ(w[0].end_ns, 49 * kMs);
@@ -128,7 +128,7 @@ TEST(CompleteOpenWindow, TheOpenWindowLastsUntilItsTransferLands) {
     // A transfer that began early does not cut the slot's window short, and the elapsed
     // time does not touch a window the slot gave.
     w = {{6 * kMs, 29 * kMs, 0.9, 7, true}};
-    completeOpenWindow(m, {5 * kMs, 0, 12 * kMs, kMiB}, false, guard, 13 * kMs, 7, &w);
+    completeOpenWindow(m, {5 * kMs, 0, 12 * kMs, kMiB}, 0, guard, 13 * kMs, 7, &w);
     EXPECT_EQ(w[0].end_ns, 29 * kMs);
 }
 
@@ -139,7 +139,7 @@ TEST(CompleteOpenWindow, AWaitWithNoWindowGetsOneInPlaceOfThePlansItOverlaps) {
     const std::vector<PredictedWindow> plans = {{220 * kMs, 240 * kMs, 0.9, 3, false},
                                                 {300 * kMs, 320 * kMs, 0.9, 3, false}};
     std::vector<PredictedWindow> w = plans;
-    completeOpenWindow(m, {200 * kMs, 0, 0, 0}, false, kMs, 202 * kMs, 3, &w);
+    completeOpenWindow(m, {200 * kMs, 0, 0, 0}, 0, kMs, 202 * kMs, 3, &w);
     ASSERT_EQ(w.size(), 2u);
     EXPECT_EQ(w[0].start_ns, 201 * kMs);
     EXPECT_EQ(w[0].end_ns, 229 * kMs) << "the usual 30 ms wait, less the guard";
@@ -149,19 +149,24 @@ TEST(CompleteOpenWindow, AWaitWithNoWindowGetsOneInPlaceOfThePlansItOverlaps) {
     EXPECT_EQ(w[1].start_ns, 300 * kMs);
     // Its transfer starts late: the window lasts until it lands.
     w = plans;
-    completeOpenWindow(m, {200 * kMs, 0, 225 * kMs, kMiB}, false, kMs, 226 * kMs, 3, &w);
+    completeOpenWindow(m, {200 * kMs, 0, 225 * kMs, kMiB}, 0, kMs, 226 * kMs, 3, &w);
     ASSERT_EQ(w.size(), 2u);
     EXPECT_EQ(w[0].end_ns, 234 * kMs);
 }
 
-// A wait its slot explains whose slot window is over (the last guard of the slot's length):
-// the lengths of other waits do not reopen it, its transfer does.
-TEST(CompleteOpenWindow, AWaitItsSlotExplainsGetsNoElapsedWindow) {
+// A wait its slot explains but gave no window (it is over, or out of the horizon): the lengths
+// of other waits give it one only up to where its slot says it ends; its transfer's end
+// counts in full.
+TEST(CompleteOpenWindow, AWaitItsSlotExplainsEndsWhereItsSlotSays) {
     const OpenWaitModel m = trained(10);  // waits of 30 ms
     std::vector<PredictedWindow> w;
-    completeOpenWindow(m, {200 * kMs, 0, 0, 0}, true, kMs, 202 * kMs, 3, &w);
-    EXPECT_TRUE(w.empty()) << "the slot says the wait ends now";
-    completeOpenWindow(m, {200 * kMs, 0, 225 * kMs, kMiB}, true, kMs, 226 * kMs, 3, &w);
+    completeOpenWindow(m, {200 * kMs, 0, 0, 0}, 202 * kMs, kMs, 202 * kMs, 3, &w);
+    EXPECT_TRUE(w.empty()) << "its slot says it ends at 2 ms: the window is over";
+    completeOpenWindow(m, {200 * kMs, 0, 0, 0}, 220 * kMs, kMs, 202 * kMs, 3, &w);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].end_ns, 219 * kMs) << "capped where its slot says (20 ms), not at 30 ms";
+    w.clear();
+    completeOpenWindow(m, {200 * kMs, 0, 225 * kMs, kMiB}, 202 * kMs, kMs, 226 * kMs, 3, &w);
     ASSERT_EQ(w.size(), 1u);
     EXPECT_EQ(w[0].start_ns, 201 * kMs);
     EXPECT_EQ(w[0].end_ns, 234 * kMs) << "first data + 10 ms per MiB - 1 ms guard";
@@ -175,14 +180,14 @@ TEST(CompleteOpenWindow, NothingChangesWithoutAKnownFutureEnd) {
                w[0].end_ns == before[0].end_ns;
     };
     std::vector<PredictedWindow> w = before;
-    completeOpenWindow(OpenWaitModel(), {5 * kMs, 0, 10 * kMs, kMiB}, false, kMs, 11 * kMs, 7, &w);
+    completeOpenWindow(OpenWaitModel(), {5 * kMs, 0, 10 * kMs, kMiB}, 0, kMs, 11 * kMs, 7, &w);
     EXPECT_TRUE(same(w)) << "nothing learned yet";
     const OpenWaitModel m = trained(10);
-    completeOpenWindow(m, {5 * kMs, 0, 0, 0}, false, kMs, 60 * kMs, 7, &w);
+    completeOpenWindow(m, {5 * kMs, 0, 0, 0}, 0, kMs, 60 * kMs, 7, &w);
     EXPECT_TRUE(same(w)) << "longer than every wait, and its data has not arrived";
-    completeOpenWindow(m, {5 * kMs, 0, 10 * kMs, kMiB}, false, kMs, 36 * kMs, 7, &w);
+    completeOpenWindow(m, {5 * kMs, 0, 10 * kMs, kMiB}, 0, kMs, 36 * kMs, 7, &w);
     EXPECT_TRUE(same(w)) << "overdue: both ends have passed";
-    completeOpenWindow(m, {0, 0, 10 * kMs, kMiB}, false, kMs, 11 * kMs, 7, &w);
+    completeOpenWindow(m, {0, 0, 10 * kMs, kMiB}, 0, kMs, 11 * kMs, 7, &w);
     EXPECT_TRUE(same(w)) << "no wait is open";
 }
 
