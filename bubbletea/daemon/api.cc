@@ -528,7 +528,7 @@ RouteMatch classifyRoute(std::string_view method, std::string_view target) {
 std::string completionJson(const CompletionResult& r) {
     json choice = {
         {"index", 0},
-        {"text", std::to_string(r.first_token)},
+        {"text", r.first_token_text ? *r.first_token_text : std::to_string(r.first_token)},
         {"token_ids", json::array({r.first_token})},
         {"logprobs", nullptr},
         {"finish_reason", "length"},

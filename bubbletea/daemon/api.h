@@ -129,6 +129,10 @@ struct CompletionResult {
     std::string model;
     int64_t created_unix_s = 0;
     int32_t first_token = -1;
+    // choices[0].text: the token decoded by the served tokenizer (special tokens skipped, as
+    // vLLM's default skip_special_tokens=true); without a tokenizer, nullopt and the text is
+    // the token id in decimal.
+    std::optional<std::string> first_token_text;
     int64_t prompt_tokens = 0;
     // Filled-in kv_transfer_params as a JSON object text ("" = omit the field).
     std::string kv_transfer_params_json;

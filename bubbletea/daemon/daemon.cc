@@ -294,6 +294,14 @@ void Daemon::Impl::handleCompletion(HttpRequest& request, Responder respond) {
         r.model = model_name;
         r.created_unix_s = unixNow();
         r.first_token = o.first_token;
+        if (tokenizer) {
+            // An id the engine produced outside the vocabulary cannot happen (the model's vocab
+            // fits the tokenizer, checked at start-up); if it did, the decimal id is kept.
+            auto text = tokenizer->decode(std::span<const int32_t>(&o.first_token, 1), true);
+            if (text.isOk()) {
+                r.first_token_text = std::move(text.value());
+            }
+        }
         r.prompt_tokens = prompt_tokens;
         r.kv_transfer_params_json = o.kv_transfer_params_json;
         r.queue_ms = static_cast<double>(o.queue_ns) / 1e6;

@@ -73,6 +73,12 @@ TEST(DaemonTokenizerHttp, TextPromptIsPrefilledWithTheReferenceTokenCount) {
         // BOS and EOS of the template count: they are prefilled too.
         EXPECT_EQ(j["usage"]["prompt_tokens"], ref["ids_special"].size()) << text;
         EXPECT_EQ(j["usage"]["total_tokens"], ref["ids_special"].size() + 1);
+        // The generated token comes back as text, decoded by the served tokenizer (vLLM's
+        // skip_special_tokens default), not as its id.
+        const int32_t first = j["choices"][0]["token_ids"][0].get<int32_t>();
+        auto want = tokenizer.value()->decode(std::span<const int32_t>(&first, 1), true);
+        ASSERT_TRUE(want.isOk());
+        EXPECT_EQ(j["choices"][0]["text"], want.value()) << text;
         // The same ids sent as a token list give the same first token.
         auto ids = post(*c, "/v1/completions",
                         {{"model", "tiny"}, {"prompt", ref["ids_special"]}, {"max_tokens", 1}});
