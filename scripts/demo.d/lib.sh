@@ -60,6 +60,10 @@ metric() {
 run_section() {
   local fn=$1 rc key why t0=$SECONDS
   shift
+  if [[ -n $ONLY && ,$ONLY, != *,$1,* ]]; then
+    for key in "$@"; do result "$key" skipped "" "" "" "not in --only $ONLY"; done
+    return 0
+  fi
   rm -f "$OUT/.reason"
   set +e
   (set -e; "$fn")
