@@ -2,8 +2,9 @@
 # sections wrote (scripts/demo.d/lib.sh, `result`), and the same as JSON.
 # SECONDS lines: key, seconds its part took. RESULTS lines: key, title, status
 # (measured|skipped|failed), figure, value, unit, detail.
-#   awk -F'\t' -v json=FILE -v wall_s=S -v build_s=S -v started=ISO8601 -f headline.awk \
-#       SECONDS RESULTS
+#   awk -F'\t' -v json=FILE -v wall_s=S -v build_s=S -v started=ISO8601 -v order=K1,K2,.. \
+#       -f headline.awk SECONDS RESULTS
+# Rows come in the order of `order` (keys not in it last, as recorded).
 # Prints a markdown table on stdout; writes FILE (docs/demo.md describes both).
 
 function jstr(s) {
@@ -19,15 +20,27 @@ function pad(s, w) { return sprintf("%-" w "s", s) }
 
 FILENAME == ARGV[1] { secs[$1] = $2; next }
 NF == 7 {
-    n++
-    key[n] = $1; title[n] = $2; status[n] = $3; figure[n] = $4
-    value[n] = $5; unit[n] = $6; detail[n] = $7
+    m++
+    rk[m] = $1; rt[m] = $2; rs[m] = $3; rf[m] = $4; rv[m] = $5; ru[m] = $6; rd[m] = $7
     if ($3 == "failed") failed++
     if ($3 == "skipped") skipped++
 }
 NF != 7 && NF > 0 { printf "headline: malformed result line %d\n", NR > "/dev/stderr"; bad = 1 }
 
+function take(r) {
+    n++
+    key[n] = rk[r]; title[n] = rt[r]; status[n] = rs[r]; figure[n] = rf[r]
+    value[n] = rv[r]; unit[n] = ru[r]; detail[n] = rd[r]
+    taken[r] = 1
+}
+
 END {
+    k = split(order, ord, ",")
+    for (o = 1; o <= k; o++)
+        for (r = 1; r <= m; r++)
+            if (!(r in taken) && rk[r] == ord[o]) take(r)
+    for (r = 1; r <= m; r++)
+        if (!(r in taken)) take(r)
     h[1] = "part"; h[2] = "figure"; h[3] = "result"; h[4] = "detail"; h[5] = "s"
     for (c = 1; c <= 5; c++) w[c] = length(h[c])
     for (i = 1; i <= n; i++) {

@@ -15,12 +15,16 @@ gbps() {
     }'
 }
 
-# net_result KEY JSON [NOTE]: the Atlas / one-stream ratio at 64 MiB as a result line.
+# The headline's message size: 64 MiB (8 in flight, like NCCL's steps); --quick: 16 MiB.
+net_size() { if ((QUICK)); then echo 16; else echo 64; fi; }
+
+# net_result KEY JSON [NOTE]: the Atlas / one-stream ratio at net_size as a result line.
 net_result() {
-  local a o t
-  a=$(gbps "$2" atlas 67108864) o=$(gbps "$2" one-stream 67108864) t=$(gbps "$2" tcp 67108864)
-  [[ -n $a && -n $o ]] || section_fail "atlas-net-perf reported no 64 MiB figure for atlas or one-stream ($2)"
-  result "$1" measured "Atlas / one TCP stream, 64 MiB messages" \
+  local a o t mib bytes
+  mib=$(net_size) bytes=$(($(net_size) << 20))
+  a=$(gbps "$2" atlas $bytes) o=$(gbps "$2" one-stream $bytes) t=$(gbps "$2" tcp $bytes)
+  [[ -n $a && -n $o ]] || section_fail "atlas-net-perf reported no $mib MiB figure for atlas or one-stream ($2)"
+  result "$1" measured "Atlas / one TCP stream, $mib MiB messages" \
     "$(awk -v a="$a" -v o="$o" 'BEGIN { printf "%.2f", a / o }')" x \
     "$(awk -v a="$a" -v o="$o" -v t="$t" -v note="${3:-}" 'BEGIN {
         printf "Atlas %.2f Gbit/s, one stream %.2f", a, o
@@ -34,10 +38,13 @@ demo_loopback() {
   echo "messages; first every byte is checked, then bandwidth is measured. Configurations, each"
   echo "in fresh processes: atlas (defaults), one-stream (ATLAS_NSTREAMS=1, the baseline), tcp"
   echo "(one plain TCP socket, no plugin)."
-  "$NET_PERF" local --plugin "$PLUGIN" --check --sizes 1,4097,1M,16M --iters 4 --warmup 1 \
-    --config atlas: --quiet
   local sizes=64K,1M,16M,64M iters=(--iters 20 --warmup 3)
-  ((QUICK)) && sizes=1M,64M iters=(--iters 2 --warmup 1)
+  if ((QUICK)); then  # one short run, checked
+    sizes=4097,16M iters=(--iters 1 --warmup 1 --check)
+  else
+    "$NET_PERF" local --plugin "$PLUGIN" --check --sizes 1,4097,1M,16M --iters 4 --warmup 1 \
+      --config atlas: --quiet
+  fi
   "$NET_PERF" local --plugin "$PLUGIN" --sizes "$sizes" "${iters[@]}" \
     --config atlas: --config one-stream:ATLAS_NSTREAMS=1 --config tcp:raw \
     --baseline one-stream --json "$OUT/loopback.json" --quiet
@@ -54,7 +61,7 @@ demo_wan_net() {
   echo "which says nothing about the bottleneck. Congestion control in force: $DC0_CC."
   ATLAS_SOCKET_IFNAME=to-dc "$NET_PERF" local --plugin "$PLUGIN" \
     --server-netns "$DC1_NS" --client-netns "$DC0_NS" --sizes 16M,64M \
-    --iters $((QUICK ? 2 : 8)) --warmup $((QUICK ? 1 : 2)) \
+    --iters $((QUICK ? 1 : 8)) --warmup $((QUICK ? 1 : 2)) \
     --config atlas:ATLAS_LINK_GBPS=1 --config one-stream:ATLAS_NSTREAMS=1 --config tcp:raw \
     --baseline one-stream --json "$OUT/wan.json" --quiet
   net_result wan "$OUT/wan.json" "cc $DC0_CC"
