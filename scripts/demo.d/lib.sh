@@ -66,7 +66,9 @@ run_section() {
   fi
   rm -f "$OUT/.reason"
   set +e
-  (set -e; "$fn")
+  # A signal ends the subshell through exit, so the part's EXIT trap stops what it started
+  # (its background processes were started with SIGINT ignored, as async jobs are).
+  (set -e; trap 'exit 130' INT TERM; "$fn")
   rc=$?
   set -e
   for key in "$@"; do printf '%s\t%d\n' "$key" $((SECONDS - t0)) >>"$OUT/seconds.tsv"; done
