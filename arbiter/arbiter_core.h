@@ -39,7 +39,7 @@ namespace atlas::arbiter {
 using SessionId = uint64_t;
 
 struct CoreConfig {
-    sched::PolicyKind policy = sched::PolicyKind::kTemporal;
+    sched::PolicyKind policy = sched::kDefaultSharing;
     sched::PolicyConfig policy_config;  // max_slot_ns: longest slot one grant carries
     size_t max_flows = 4096;            // across all sessions and links
     size_t max_links = 256;

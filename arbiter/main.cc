@@ -11,6 +11,7 @@
 
 #include "arbiter/options.h"
 #include "arbiter/server.h"
+#include "options/env.h"
 
 namespace {
 
@@ -29,15 +30,20 @@ void logToStderr(void* ctx, atlas::LogLevel level, const char*, int, const char*
 }  // namespace
 
 int main(int argc, char** argv) {
+    atlas::options::warnUnknownEnv("atlas-arbiter");
     std::vector<std::string> args(argv + 1, argv + argc);
-    auto parsed = atlas::arbiter::parseOptions(args, [](const char* k) { return std::getenv(k); });
+    std::vector<std::string> warnings;
+    auto parsed = atlas::arbiter::parseOptions(args, atlas::processEnv(), &warnings);
+    for (const std::string& w : warnings) {
+        std::fprintf(stderr, "atlas-arbiter: warning: %s\n", w.c_str());
+    }
     if (!parsed) {
         std::fprintf(stderr, "atlas-arbiter: %s\n", parsed.status().message().c_str());
         return 2;
     }
     atlas::arbiter::DaemonOptions& opts = parsed.value();
     if (opts.help) {
-        std::fputs(atlas::arbiter::usageText(), stdout);
+        std::fputs(atlas::arbiter::usageText().c_str(), stdout);
         return 0;
     }
     static int level = static_cast<int>(opts.verbose ? atlas::LogLevel::kTrace

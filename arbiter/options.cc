@@ -3,63 +3,62 @@
 #include <fstream>
 #include <sstream>
 
+#include "options/help.h"
+#include "scheduler/link_policy.h"
+
 namespace atlas::arbiter {
 namespace {
 
-constexpr const char* kUsage = R"(atlas-arbiter: DC-wide WAN link arbiter for the Atlas NCCL plugin.
+using namespace options::kinds;
+using Policy = NamedEnum<sched::PolicyKind, &sched::policyKindName, sched::PolicyKind::kFair,
+                         sched::PolicyKind::kTemporal, sched::PolicyKind::kWorkload>;
 
-Plugins connect when ATLAS_ARBITER=host:port is set in their environment and ask for the
-link before each WAN transfer; the arbiter grants it per link ("dcA->dcB") with the policy
+#define ATLAS_ARBITER_OPTIONS(X)                                                                   \
+    X("--listen", Address, listen, 0, 0, "HOST:PORT",                                              \
+      "address to listen on; PORT 0 picks a free port (see --port-file)")                          \
+    X("--sharing", Policy, server.core.policy, 0, 0, "POLICY",                                     \
+      "fair: every flow sends at once (no gating; the baseline); temporal: one transfer at a "     \
+      "time, first come first served; workload: temporal in a learned periodic order")             \
+    X("--slot-ms", WholeMillis, server.core.policy_config.max_slot_ns, 0, 3600000, "MS",           \
+      "longest slot one grant carries; 0 = a transfer keeps the link until it drains")             \
+    X("--lease-ms", WholeMillis, server.lease_ns, 10, 3600000, "MS",                               \
+      "a session silent this long loses its grants")                                               \
+    X("--heartbeat-ms", Optional<WholeMillis>, heartbeat_ns, 1, 3600000, "MS",                     \
+      "how often clients must ping (default: lease / 5; at most the lease)")                       \
+    X("--auth-key-file", Path, auth_key_file, 0, 0, "FILE",                                        \
+      "shared key file (trailing newline stripped): the same key as the plugins' data path")       \
+    X("--max-sessions", Uint, server.max_sessions, 1, 1000000, "N",                                \
+      "sessions served at once; more are refused")                                                 \
+    X("--port-file", Path, port_file, 0, 0, "FILE", "write the bound port to FILE once listening") \
+    X("--quiet", Switch, quiet, 0, 0, "", "log WARN only, on stderr")                              \
+    X("--verbose", Switch, verbose, 0, 0, "", "log TRACE too, on stderr (default: INFO)")          \
+    X("--help", Switch, help, 0, 0, "", "this text")                                               \
+    X("ATLAS_AUTH_KEY", Secret, auth_key, 0, 0, "",                                                \
+      "shared key itself (prefer a key file: the environment is visible in /proc)")
+
+#define ATLAS_ARBITER_ALIASES(X)                     \
+    X("-h", "--help", false)                         \
+    X("ATLAS_ARBITER_LISTEN", "--listen", false)     \
+    X("ATLAS_ARBITER", "ATLAS_ARBITER_LISTEN", true) \
+    X("ATLAS_SHARING", "--sharing", false)           \
+    X("ATLAS_SLOT_MS", "--slot-ms", false)           \
+    X("ATLAS_AUTH_KEY_FILE", "--auth-key-file", false)
+
+constexpr const char* kPreamble =
+    R"(atlas-arbiter: DC-wide WAN link arbiter for the Atlas NCCL plugin.
+
+Plugins connect when ATLAS_ARBITER_CONNECT=host:port is set in their environment and ask for
+the link before each WAN transfer; the arbiter grants it per link ("dcA->dcB") with the policy
 below. The same port answers HTTP GET /metrics (Prometheus text). docs/arbitration.md.
 
 usage: atlas-arbiter [options]
 
-  --listen HOST:PORT   address to listen on (default: $ATLAS_ARBITER, else 0.0.0.0:7450;
-                       PORT 0 picks a free port, see --port-file)
-  --sharing POLICY     fair | temporal | workload (default: $ATLAS_SHARING, else temporal).
-                       fair: every flow sends at once (no gating; the baseline)
-  --slot-ms MS         longest slot one grant carries, 0 = a transfer keeps the link until
-                       it drains (default: $ATLAS_SLOT_MS, else 250)
-  --lease-ms MS        a session silent this long loses its grants (default 500)
-  --heartbeat-ms MS    how often clients must ping (default lease/5)
-  --auth-key-file F    shared key file (default: $ATLAS_AUTH_KEY or $ATLAS_AUTH_KEY_FILE);
-                       the same key as the plugins' data path
-  --max-sessions N     (default 1024)
-  --port-file FILE     write the bound port to FILE once listening
-  --quiet | --verbose  log WARN only | log TRACE too (default INFO), on stderr
-  -h, --help           this text
 )";
-
-Status bad(const std::string& what) {
-    return {Code::kInvalidArgument, what};
-}
-
-Status parseUint(const std::string& flag, const std::string& text, uint64_t lo, uint64_t hi,
-                 uint64_t* out) {
-    if (text.empty() || text.size() > 12) {
-        return bad(flag + "='" + text + "': expected an integer in " + std::to_string(lo) + ".." +
-                   std::to_string(hi));
-    }
-    uint64_t v = 0;
-    for (char c : text) {
-        if (c < '0' || c > '9') {
-            return bad(flag + "='" + text + "': expected an integer in " + std::to_string(lo) +
-                       ".." + std::to_string(hi));
-        }
-        v = v * 10 + static_cast<uint64_t>(c - '0');
-    }
-    if (v < lo || v > hi) {
-        return bad(flag + "='" + text + "' is out of range " + std::to_string(lo) + ".." +
-                   std::to_string(hi));
-    }
-    *out = v;
-    return Status::ok();
-}
 
 Status readKeyFile(const std::string& path, std::string* key) {
     std::ifstream f(path, std::ios::binary);
     if (!f) {
-        return bad("cannot read key file '" + path + "'");
+        return {Code::kInvalidArgument, "--auth-key-file: cannot read '" + path + "'"};
     }
     std::stringstream ss;
     ss << f.rdbuf();
@@ -68,7 +67,7 @@ Status readKeyFile(const std::string& path, std::string* key) {
         k.pop_back();
     }
     if (k.empty()) {
-        return bad("key file '" + path + "' is empty");
+        return {Code::kInvalidArgument, "--auth-key-file: '" + path + "' is empty"};
     }
     *key = k;
     return Status::ok();
@@ -76,132 +75,54 @@ Status readKeyFile(const std::string& path, std::string* key) {
 
 }  // namespace
 
-const char* usageText() {
-    return kUsage;
+const options::Table<DaemonOptions>& optionTable() {
+    static const auto table =
+        ATLAS_OPTIONS_TABLE(DaemonOptions, ATLAS_ARBITER_OPTIONS, ATLAS_ARBITER_ALIASES);
+    return table;
 }
 
-Status parseHostPort(const std::string& text, std::string* host, uint16_t* port) {
-    std::string h;
-    std::string p;
-    if (!text.empty() && text[0] == '[') {
-        const size_t close = text.find(']');
-        if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-            return bad("'" + text + "': expected [IPV6]:PORT");
-        }
-        h = text.substr(1, close - 1);
-        p = text.substr(close + 2);
-    } else {
-        const size_t colon = text.rfind(':');
-        if (colon == std::string::npos || colon == 0) {
-            return bad("'" + text + "': expected HOST:PORT");
-        }
-        h = text.substr(0, colon);
-        p = text.substr(colon + 1);
-    }
-    uint64_t v = 0;
-    ATLAS_RETURN_IF_ERROR(parseUint("port", p, 0, 65535, &v));
-    *host = h;
-    *port = static_cast<uint16_t>(v);
-    return Status::ok();
+std::string usageText() {
+    return kPreamble + options::flagHelp(optionTable()) + "\nenvironment:\n" +
+           options::envHelp(optionTable());
 }
 
-Result<DaemonOptions> parseOptions(const std::vector<std::string>& args, const EnvFn& env) {
-    DaemonOptions o;
-    auto envOr = [&](const char* key) -> std::string {
-        const char* v = env(key);
-        return v == nullptr ? std::string() : std::string(v);
-    };
-    std::string listen = envOr("ATLAS_ARBITER");
-    std::string sharing = envOr("ATLAS_SHARING");
-    std::string slot = envOr("ATLAS_SLOT_MS");
-    std::string key_file = envOr("ATLAS_AUTH_KEY_FILE");
-    std::string key = envOr("ATLAS_AUTH_KEY");
-    std::string lease;
-    std::string heartbeat;
-    std::string max_sessions;
-    bool flag_key_file = false;
-    for (size_t i = 0; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        auto value = [&](std::string* dst) -> Status {
-            if (i + 1 >= args.size()) {
-                return bad(a + " needs a value");
-            }
-            *dst = args[++i];
-            return Status::ok();
-        };
-        if (a == "-h" || a == "--help") {
-            o.help = true;
-            return o;
-        } else if (a == "--listen") {
-            ATLAS_RETURN_IF_ERROR(value(&listen));
-        } else if (a == "--sharing") {
-            ATLAS_RETURN_IF_ERROR(value(&sharing));
-        } else if (a == "--slot-ms") {
-            ATLAS_RETURN_IF_ERROR(value(&slot));
-        } else if (a == "--lease-ms") {
-            ATLAS_RETURN_IF_ERROR(value(&lease));
-        } else if (a == "--heartbeat-ms") {
-            ATLAS_RETURN_IF_ERROR(value(&heartbeat));
-        } else if (a == "--auth-key-file") {
-            ATLAS_RETURN_IF_ERROR(value(&key_file));
-            flag_key_file = true;
-        } else if (a == "--max-sessions") {
-            ATLAS_RETURN_IF_ERROR(value(&max_sessions));
-        } else if (a == "--port-file") {
-            ATLAS_RETURN_IF_ERROR(value(&o.port_file));
-        } else if (a == "--quiet") {
-            o.quiet = true;
-        } else if (a == "--verbose") {
-            o.verbose = true;
-        } else {
-            return bad("unknown option '" + a + "' (see --help)");
-        }
+Result<DaemonOptions> parseOptions(const std::vector<std::string>& args, const EnvLookup& env,
+                                   std::vector<std::string>* warnings) {
+    options::Parsed<DaemonOptions> from_env;
+    options::readEnv(optionTable(), env, &from_env);
+    options::Parsed<DaemonOptions> p;  // the flags, over what the environment set
+    p.config = from_env.config;
+    p.errors = from_env.errors;
+    p.warnings = from_env.warnings;
+    options::readArgs(optionTable(), args, &p);
+    if (warnings != nullptr) {
+        *warnings = p.warnings;
     }
-    if (listen.empty()) {
-        listen = "0.0.0.0:7450";
+    DaemonOptions& o = p.config;
+    if (o.help) {
+        return o;
     }
-    ATLAS_RETURN_IF_ERROR(parseHostPort(listen, &o.server.host, &o.server.port));
-    if (sharing.empty()) {
-        sharing = "temporal";
+    for (const std::string& word : p.positional) {
+        p.errors.push_back("unexpected argument '" + word + "' (see --help)");
     }
-    auto kind = sched::parsePolicyKind(sharing);
-    if (!kind) {
-        return bad("sharing policy: " + kind.status().message());
+    o.server.host = o.listen.host;
+    o.server.port = o.listen.port;
+    o.server.heartbeat_ns = o.heartbeat_ns.value_or(o.server.lease_ns / 5);
+    if (o.server.heartbeat_ns > o.server.lease_ns) {
+        p.errors.push_back("--heartbeat-ms must not exceed --lease-ms");
     }
-    o.server.core.policy = kind.value();
-    uint64_t v = 0;
-    if (!slot.empty()) {
-        ATLAS_RETURN_IF_ERROR(parseUint("--slot-ms", slot, 0, 3600000, &v));
-        o.server.core.policy_config.max_slot_ns = static_cast<Nanos>(v) * kNsPerMs;
-    } else {
-        o.server.core.policy_config.max_slot_ns = 250 * kNsPerMs;
-    }
-    if (!lease.empty()) {
-        ATLAS_RETURN_IF_ERROR(parseUint("--lease-ms", lease, 10, 3600000, &v));
-        o.server.lease_ns = static_cast<Nanos>(v) * kNsPerMs;
-    }
-    o.server.heartbeat_ns = o.server.lease_ns / 5;
-    if (!heartbeat.empty()) {
-        ATLAS_RETURN_IF_ERROR(parseUint("--heartbeat-ms", heartbeat, 1, 3600000, &v));
-        o.server.heartbeat_ns = static_cast<Nanos>(v) * kNsPerMs;
-        if (o.server.heartbeat_ns > o.server.lease_ns) {
-            return bad("--heartbeat-ms must not exceed --lease-ms");
-        }
-    }
-    if (!max_sessions.empty()) {
-        ATLAS_RETURN_IF_ERROR(parseUint("--max-sessions", max_sessions, 1, 1000000, &v));
-        o.server.max_sessions = v;
-    }
-    if (flag_key_file || key.empty()) {
-        if (!key_file.empty()) {
-            ATLAS_RETURN_IF_ERROR(readKeyFile(key_file, &o.server.auth_key));
+    // A key file given as a flag beats ATLAS_AUTH_KEY; both from the environment conflict.
+    if (!o.auth_key_file.empty() && !o.auth_key.empty() && !p.has("--auth-key-file")) {
+        p.errors.push_back("ATLAS_AUTH_KEY and ATLAS_AUTH_KEY_FILE are both set; use one");
+    } else if (!o.auth_key_file.empty()) {
+        Status st = readKeyFile(o.auth_key_file, &o.server.auth_key);
+        if (!st.isOk()) {
+            p.errors.push_back(st.message());
         }
     } else {
-        if (!key_file.empty()) {
-            return bad("ATLAS_AUTH_KEY and ATLAS_AUTH_KEY_FILE are both set; use one");
-        }
-        o.server.auth_key = key;
+        o.server.auth_key = o.auth_key;
     }
+    ATLAS_RETURN_IF_ERROR(p.status());
     ATLAS_RETURN_IF_ERROR(validate(o.server));
     return o;
 }

@@ -16,6 +16,7 @@
 
 #include "atlas/common/clock.h"
 #include "channel/channel_name.h"
+#include "options/env.h"
 #include "plugin/bubbles.h"
 #include "plugin/comm_stats.h"
 #include "plugin/devices.h"
@@ -265,6 +266,12 @@ Status ensureStateLocked() {
     // These two matter for reporting the parse errors themselves.
     setStderrMirror(parsed.params.debug_stderr);
     g_abort_on_error.store(parsed.params.abort_on_error, std::memory_order_relaxed);
+    for (const std::string& w : parsed.warnings) {
+        ATLAS_WARN("%s", w.c_str());
+    }
+    for (const std::string& w : options::unknownEnvWarnings()) {
+        ATLAS_WARN("%s", w.c_str());
+    }
     ATLAS_RETURN_IF_ERROR(parsed.status());
     st->params = std::move(parsed.params);
     auto order = parsePriorityOrder(st->params.traffic_priority);

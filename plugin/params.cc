@@ -1,221 +1,35 @@
 #include "plugin/params.h"
 
-#include <algorithm>
-#include <cctype>
-#include <charconv>
+#include <cerrno>
 #include <cmath>
-#include <cstdlib>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <limits>
-#include <sstream>
 
 namespace atlas::plugin {
 namespace {
 
-namespace pk = param_kinds;
-
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
-           });
-}
-
-std::string formatDouble(double v) {
-    std::ostringstream os;
-    os << v;
-    return os.str();
-}
-
-}  // namespace
-
-// Per-kind behaviour: syntax (parse), range, formatting and the "accepted" phrase. In a named
-// namespace so kinds that no variable uses yet (Int) do not trip unused-entity warnings.
-namespace param_detail {
-
-template <typename Kind>
-struct KindOps;
-
-template <>
-struct KindOps<pk::String> {
-    static constexpr const char* kType = "string";
-    static std::string accepted(int, int) { return "any text"; }
-    static std::optional<std::string> parse(std::string_view t) { return std::string(t); }
-    static bool inRange(const std::string&, int, int) { return true; }
-    static std::string format(const std::string& v) { return v.empty() ? "(unset)" : v; }
-};
-
-template <>
-struct KindOps<pk::Secret> : KindOps<pk::String> {
-    static constexpr const char* kType = "secret";
-    static std::string format(const std::string& v) {
-        return v.empty() ? "(unset)" : "<set, " + std::to_string(v.size()) + " bytes>";
-    }
-};
-
-template <>
-struct KindOps<pk::Bool> {
-    static constexpr const char* kType = "bool";
-    static std::string accepted(int, int) { return "one of true|false|1|0|yes|no"; }
-    static std::optional<bool> parse(std::string_view t) { return parseBoolText(t); }
-    static bool inRange(bool, int, int) { return true; }
-    static std::string format(bool v) { return v ? "true" : "false"; }
-};
-
-template <>
-struct KindOps<pk::Uint> {
-    static constexpr const char* kType = "unsigned";
-    static std::string accepted(uint64_t lo, uint64_t hi) {
-        return "an unsigned integer in " + std::to_string(lo) + ".." + std::to_string(hi);
-    }
-    static std::optional<uint64_t> parse(std::string_view t) { return parseUnsignedText(t); }
-    static bool inRange(uint64_t v, uint64_t lo, uint64_t hi) { return v >= lo && v <= hi; }
-    static std::string format(uint64_t v) { return std::to_string(v); }
-};
-
-template <>
-struct KindOps<pk::Int> {
-    static constexpr const char* kType = "integer";
-    static std::string accepted(int64_t lo, int64_t hi) {
-        return "an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
-    }
-    static std::optional<int64_t> parse(std::string_view t) { return parseSignedText(t); }
-    static bool inRange(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
-    static std::string format(int64_t v) { return std::to_string(v); }
-};
-
-template <>
-struct KindOps<pk::Size> {
-    static constexpr const char* kType = "size";
-    static std::string accepted(uint64_t lo, uint64_t hi) {
-        return "a size in " + formatSize(lo) + ".." + formatSize(hi) +
-               " (bytes; suffix K, M or G = binary multiples)";
-    }
-    static std::optional<uint64_t> parse(std::string_view t) { return parseSizeText(t); }
-    static bool inRange(uint64_t v, uint64_t lo, uint64_t hi) { return v >= lo && v <= hi; }
-    static std::string format(uint64_t v) { return formatSize(v); }
-};
-
-template <>
-struct KindOps<pk::Double> {
-    static constexpr const char* kType = "number";
-    static std::string accepted(double lo, double hi) {
-        return "a number in " + formatDouble(lo) + ".." + formatDouble(hi);
-    }
-    static std::optional<double> parse(std::string_view t) { return parseDoubleText(t); }
-    static bool inRange(double v, double lo, double hi) { return v >= lo && v <= hi; }
-    static std::string format(double v) { return formatDouble(v); }
-};
-
-template <typename E>
-struct KindOps<pk::Enum<E>> {
-    static constexpr const char* kType = "enum";
-    static std::string accepted(int, int) {
-        std::string s = "one of ";
-        bool first = true;
-        for (const auto& c : EnumChoices<E>::kValues) {
-            s += (first ? "" : "|");
-            s += c.name;
-            first = false;
-        }
-        return s;
-    }
-    static std::optional<E> parse(std::string_view t) {
-        for (const auto& c : EnumChoices<E>::kValues) {
-            if (equalsIgnoreCase(t, c.name)) {
-                return c.value;
-            }
-        }
-        return std::nullopt;
-    }
-    static bool inRange(E, int, int) { return true; }
-    static std::string format(E v) {
-        for (const auto& c : EnumChoices<E>::kValues) {
-            if (c.value == v) {
-                return c.name;
-            }
-        }
-        return "?";
-    }
-};
-
-}  // namespace param_detail
-
-namespace {
-
-using param_detail::KindOps;
-
-// Values are echoed in messages; a pasted blob should not flood the log.
-std::string quoteValue(std::string_view text) {
-    constexpr size_t kMaxShown = 80;
-    std::string shown(text.substr(0, kMaxShown));
-    if (text.size() > kMaxShown) {
-        shown += "...";
-    }
-    return "'" + shown + "'";
-}
-
-template <typename Kind>
-ParamSpec makeSpec(const char* key, const char* field, const char* doc,
-                   typename Kind::Value Params::*member, typename Kind::Bound lo,
-                   typename Kind::Bound hi) {
-    using Ops = KindOps<Kind>;
-    ParamSpec s;
-    s.key = key;
-    s.field = field;
-    s.type = Ops::kType;
-    s.doc = doc;
-    s.default_text = Ops::format(Params{}.*member);
-    s.accepted = Ops::accepted(lo, hi);
-    std::string accepted = s.accepted;
-    s.parse = [key, member, lo, hi, accepted](std::string_view text, Params& out) -> Status {
-        auto v = Ops::parse(text);
-        if (!v) {
-            return Status(Code::kInvalidUsage, std::string(key) + "=" + quoteValue(text) +
-                                                   " is invalid: expected " + accepted);
-        }
-        if (!Ops::inRange(*v, lo, hi)) {
-            return Status(Code::kInvalidUsage, std::string(key) + "=" + quoteValue(text) +
-                                                   " is out of range: expected " + accepted);
-        }
-        out.*member = std::move(*v);
-        return Status::ok();
-    };
-    s.format = [member](const Params& p) { return Ops::format(p.*member); };
-    s.is_default = [member](const Params& p) {
-        static const Params defaults;
-        return p.*member == defaults.*member;
-    };
-    return s;
-}
-
-std::vector<ParamSpec> buildSpecs() {
-    std::vector<ParamSpec> specs;
-#define ATLAS_PARAM_SPEC(KEY, field, Kind, def, lo, hi, doc) \
-    specs.push_back(makeSpec<pk::Kind>(#KEY, #field, doc, &Params::field, lo, hi));
-    ATLAS_PARAM_LIST(ATLAS_PARAM_SPEC)
-#undef ATLAS_PARAM_SPEC
-    return specs;
-}
-
-// Reads the key file; the key is its contents without trailing newlines.
+// Reads the key file; the key is its contents without trailing newlines. stdio rather than
+// iostreams: this runs inside the NCCL plugin.
 Status loadKeyFile(const std::string& path, std::string* key) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        int err = errno;
-        return Status(Code::kInvalidUsage, "ATLAS_AUTH_KEY_FILE=" + quoteValue(path) +
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+        const int err = errno;
+        return Status(Code::kInvalidUsage, "ATLAS_AUTH_KEY_FILE=" + options::quote(path) +
                                                " is invalid: cannot open the file (" +
                                                std::strerror(err) + ")");
     }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    std::string contents = ss.str();
+    std::string contents;
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && contents.size() < (1u << 20)) {
+        contents.append(buf, n);
+    }
+    std::fclose(f);
     while (!contents.empty() && (contents.back() == '\n' || contents.back() == '\r')) {
         contents.pop_back();
     }
     if (contents.empty()) {
-        return Status(Code::kInvalidUsage, "ATLAS_AUTH_KEY_FILE=" + quoteValue(path) +
+        return Status(Code::kInvalidUsage, "ATLAS_AUTH_KEY_FILE=" + options::quote(path) +
                                                " is invalid: the file is empty (it must hold the "
                                                "key)");
     }
@@ -225,142 +39,34 @@ Status loadKeyFile(const std::string& path, std::string* key) {
 
 }  // namespace
 
-std::optional<bool> parseBoolText(std::string_view t) {
-    for (const char* yes : {"true", "1", "yes"}) {
-        if (equalsIgnoreCase(t, yes)) {
-            return true;
-        }
-    }
-    for (const char* no : {"false", "0", "no"}) {
-        if (equalsIgnoreCase(t, no)) {
-            return false;
-        }
-    }
-    return std::nullopt;
-}
-
-std::optional<uint64_t> parseUnsignedText(std::string_view t) {
-    // from_chars for unsigned types accepts no sign at all, so "-1" and "+1" both fail here.
-    uint64_t v = 0;
-    auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-    if (t.empty() || ec != std::errc() || ptr != t.data() + t.size()) {
-        return std::nullopt;
-    }
-    return v;
-}
-
-std::optional<int64_t> parseSignedText(std::string_view t) {
-    int64_t v = 0;
-    auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-    if (t.empty() || ec != std::errc() || ptr != t.data() + t.size()) {
-        return std::nullopt;
-    }
-    return v;
-}
-
-std::optional<uint64_t> parseSizeText(std::string_view t) {
-    uint64_t mult = 1;
-    if (!t.empty()) {
-        switch (t.back()) {
-            case 'k':
-            case 'K':
-                mult = kKiB;
-                break;
-            case 'm':
-            case 'M':
-                mult = kMiB;
-                break;
-            case 'g':
-            case 'G':
-                mult = kGiB;
-                break;
-            default:
-                break;
-        }
-        if (mult != 1) {
-            t.remove_suffix(1);
-        }
-    }
-    auto v = parseUnsignedText(t);
-    if (!v || *v > std::numeric_limits<uint64_t>::max() / mult) {
-        return std::nullopt;
-    }
-    return *v * mult;
-}
-
-std::optional<double> parseDoubleText(std::string_view t) {
-    // strtod wants a terminated string and accepts hex, "inf" and "nan": allow only plain
-    // decimal notation.
-    if (t.empty() || t.size() > 64 || t.find_first_not_of("0123456789.-+eE") != t.npos) {
-        return std::nullopt;
-    }
-    std::string s(t);
-    char* end = nullptr;
-    double v = std::strtod(s.c_str(), &end);
-    if (end != s.c_str() + s.size() || !std::isfinite(v)) {
-        return std::nullopt;
-    }
-    return v;
-}
-
-std::string formatSize(uint64_t bytes) {
-    if (bytes != 0) {
-        if (bytes % kGiB == 0) {
-            return std::to_string(bytes / kGiB) + "G";
-        }
-        if (bytes % kMiB == 0) {
-            return std::to_string(bytes / kMiB) + "M";
-        }
-        if (bytes % kKiB == 0) {
-            return std::to_string(bytes / kKiB) + "K";
-        }
-    }
-    return std::to_string(bytes);
-}
-
-const std::vector<ParamSpec>& paramSpecs() {
-    static const std::vector<ParamSpec> specs = buildSpecs();
-    return specs;
+const options::Table<Params>& paramTable() {
+    static const options::Table<Params> table = [] {
+        using Config = Params;
+#define ATLAS_PARAM_OPTION(KEY, field, Kind, def, lo, hi, doc) \
+    ATLAS_OPTION_MAKE(#KEY, param_kinds::Kind, field, lo, hi, "", doc)
+#define ATLAS_PARAM_ALIAS(OLD, NEW) options::Alias{#OLD, #NEW, true},
+        return options::Table<Params>{{ATLAS_PARAM_LIST(ATLAS_PARAM_OPTION)},
+                                      {ATLAS_PARAM_ALIASES(ATLAS_PARAM_ALIAS)}};
+#undef ATLAS_PARAM_OPTION
+#undef ATLAS_PARAM_ALIAS
+    }();
+    return table;
 }
 
 const ParamSpec* findParam(std::string_view key) {
-    for (const ParamSpec& s : paramSpecs()) {
-        if (key == s.key) {
-            return &s;
-        }
-    }
-    return nullptr;
-}
-
-EnvLookup processEnv() {
-    return [](const char* key) -> const char* { return std::getenv(key); };
+    return paramTable().find(key);
 }
 
 Status ParamsParse::status() const {
-    if (errors.empty()) {
-        return Status::ok();
-    }
-    std::string joined;
-    for (const std::string& e : errors) {
-        joined += (joined.empty() ? "" : "; ") + e;
-    }
-    return Status(Code::kInvalidUsage, joined);
+    return options::Parsed<Params>::joinErrors(errors, Code::kInvalidUsage);
 }
 
 ParamsParse parseParams(const EnvLookup& env) {
-    ParamsParse result;
+    options::Parsed<Params> parsed;
+    options::readEnv(paramTable(), env, &parsed);
+    ParamsParse result{std::move(parsed.config), std::move(parsed.errors),
+                       std::move(parsed.warnings)};
     Params& p = result.params;
-    for (const ParamSpec& spec : paramSpecs()) {
-        const char* value = env(spec.key);
-        if (value == nullptr || value[0] == '\0') {
-            continue;  // unset or empty: keep the default
-        }
-        Status st = spec.parse(value, p);
-        if (!st.isOk()) {
-            result.errors.push_back(st.message());
-        }
-    }
-
     if (!p.auth_key.empty() && !p.auth_key_file.empty()) {
         result.errors.push_back(
             "ATLAS_AUTH_KEY and ATLAS_AUTH_KEY_FILE are both set: set only one of them");
@@ -399,9 +105,10 @@ ParamsParse parseParams(const EnvLookup& env) {
 
 std::vector<std::string> describeParams(const Params& params, bool include_defaults) {
     std::vector<std::string> lines;
-    for (const ParamSpec& spec : paramSpecs()) {
+    for (const ParamSpec& spec : paramTable().options) {
         if (include_defaults || !spec.is_default(params)) {
-            lines.push_back(std::string(spec.key) + "=" + spec.format(params));
+            const std::string shown = spec.show(params);
+            lines.push_back(std::string(spec.name) + "=" + (shown.empty() ? "(unset)" : shown));
         }
     }
     return lines;

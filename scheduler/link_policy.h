@@ -47,12 +47,22 @@ const char* policyKindName(PolicyKind kind);
 // "fair" | "temporal" | "workload" (exact, lower case). The error lists the accepted names.
 Result<PolicyKind> parsePolicyKind(std::string_view name);
 
+// Defaults every driver of these policies shares (the plugin's ATLAS_SHARING and
+// ATLAS_SLOT_MS, atlas-arbiter's --sharing and --slot-ms, atlas-sim's network.policy is its
+// own): one definition each. Fair by default: without configuration no flow is ever held
+// back, which is what a plugin loaded into every NCCL job must do; arbitration is opted into.
+inline constexpr PolicyKind kDefaultSharing = PolicyKind::kFair;
+inline constexpr const char* kDefaultSharingName = "fair";  // policyKindName(kDefaultSharing)
+// The longest slot of one grant: long enough for a pipeline stage's activation transfer over a
+// few Gbit/s, short enough to bound the wait behind it.
+inline constexpr Nanos kDefaultMaxSlotNs = 250 * kNsPerMs;
+
 struct PolicyConfig {
     // Temporal policies: the longest lease one grant carries. 0 = no bound (a transfer runs
     // to completion once granted; no starvation bound). Starvation bounds (first grant after
     // a request, n = active flows): TemporalFifo (n-1) * max_slot_ns; WorkloadAware
     // max_wait_ns + n * max_slot_ns.
-    Nanos max_slot_ns = 10 * kNsPerMs;
+    Nanos max_slot_ns = kDefaultMaxSlotNs;
     // WorkloadAware: shortest lease it shapes a slot down to (so that a predicted arrival
     // cannot make the link thrash between holders).
     Nanos min_slot_ns = 500 * kNsPerUs;

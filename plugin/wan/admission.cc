@@ -17,21 +17,21 @@ Status parseArbiter(const std::string& text, std::string* host, uint16_t* port) 
     if (!text.empty() && text[0] == '[') {
         const size_t close = text.find(']');
         if (close == std::string::npos || close + 2 > text.size() || text[close + 1] != ':') {
-            return bad("ATLAS_ARBITER='" + text + "': expected HOST:PORT or [IPV6]:PORT");
+            return bad("ATLAS_ARBITER_CONNECT='" + text + "': expected HOST:PORT or [IPV6]:PORT");
         }
         h = text.substr(1, close - 1);
         p = text.substr(close + 2);
     } else {
         const size_t colon = text.rfind(':');
         if (colon == std::string::npos || colon == 0) {
-            return bad("ATLAS_ARBITER='" + text + "': expected HOST:PORT");
+            return bad("ATLAS_ARBITER_CONNECT='" + text + "': expected HOST:PORT");
         }
         h = text.substr(0, colon);
         p = text.substr(colon + 1);
     }
     auto v = parseUnsignedText(p);
     if (!v || *v == 0 || *v > 65535) {
-        return bad("ATLAS_ARBITER='" + text + "': PORT must be 1..65535");
+        return bad("ATLAS_ARBITER_CONNECT='" + text + "': PORT must be 1..65535");
     }
     *host = h;
     *port = static_cast<uint16_t>(*v);
@@ -187,7 +187,7 @@ AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, i
     if (config_.sharing == Sharing::kWorkload && !workload_note_) {
         workload_note_ = true;
         ATLAS_LOG_INFO(logger_,
-                       "ATLAS_SHARING=workload needs atlas-arbiter (ATLAS_ARBITER); "
+                       "ATLAS_SHARING=workload needs atlas-arbiter (ATLAS_ARBITER_CONNECT); "
                        "node-local arbitration serves the link first come first served "
                        "(temporal)");
     }

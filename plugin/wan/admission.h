@@ -1,7 +1,7 @@
 // WanAdmission: the plugin's WAN admission layer. At connect time it classifies each send
 // comm (WAN or not, which link, which flow class) and, for WAN comms under a temporal policy,
-// puts a FlowGate on it: DC-wide through atlas-arbiter (ATLAS_ARBITER) or node-local through
-// shared memory. Everything else passes untouched.
+// puts a FlowGate on it: DC-wide through atlas-arbiter (ATLAS_ARBITER_CONNECT) or node-local
+// through shared memory. Everything else passes untouched.
 //
 // Built once per plugin state from the ATLAS_* registry (configFromParams), owned by the
 // plugin's global state, destroyed (threads joined) at the last finalize. The arbiter client
@@ -56,7 +56,7 @@ struct WanConfig {
     uint64_t link_bps = 0;
 };
 
-// Parses ATLAS_DC_MAP, ATLAS_WAN_RTT_US, ATLAS_FLOW_CLASS, ATLAS_SHARING, ATLAS_ARBITER,
+// Parses ATLAS_DC_MAP, ATLAS_WAN_RTT_US, ATLAS_FLOW_CLASS, ATLAS_SHARING, ATLAS_ARBITER_CONNECT,
 // ATLAS_ARBITER_TIMEOUT_MS, ATLAS_SLOT_MS, ATLAS_LEASE_MS, ATLAS_NODE_SHM. Errors are
 // kInvalidUsage naming the variable (init fails, like any invalid ATLAS_* value).
 Result<WanConfig> configFromParams(const Params& params);
@@ -102,7 +102,7 @@ class WanAdmission {
     bool isWanRecv(const transport::RecvComm& comm) const { return classifyRecv(comm.info()).wan; }
 
     const WanConfig& config() const { return config_; }
-    // nullptr until the first arbitrated WAN comm (ATLAS_ARBITER mode).
+    // nullptr until the first arbitrated WAN comm (ATLAS_ARBITER_CONNECT mode).
     std::shared_ptr<ArbiterClient> arbiterClient();
 
   private:

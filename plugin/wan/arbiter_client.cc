@@ -374,7 +374,8 @@ void ArbiterClient::Impl::run() {
 
 Result<std::shared_ptr<ArbiterClient>> ArbiterClient::start(const ArbiterClientConfig& config) {
     if (config.host.empty() || config.port == 0) {
-        return Status(Code::kInvalidUsage, "ATLAS_ARBITER needs HOST:PORT with a non-zero port");
+        return Status(Code::kInvalidUsage,
+                      "ATLAS_ARBITER_CONNECT needs HOST:PORT with a non-zero port");
     }
     auto impl = std::make_shared<Impl>(config);
     impl->event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

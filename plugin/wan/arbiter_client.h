@@ -1,4 +1,4 @@
-// ArbiterClient: the plugin's side of DC-wide arbitration (ATLAS_ARBITER=host:port).
+// ArbiterClient: the plugin's side of DC-wide arbitration (ATLAS_ARBITER_CONNECT=host:port).
 //
 // One per process. It owns one TCP session to atlas-arbiter and one I/O thread (poll on the
 // socket and an eventfd), started by start() and joined by shutdown(). Each arbitrated WAN

@@ -168,7 +168,7 @@ TEST(ArbiterPlugin, DcWideArbiterMovesEveryByteAndCountsIt) {
             ATLAS_ARBITER_PATH,
             {"--listen", "127.0.0.1:0", "--sharing", "temporal", "--slot-ms", "5"}, &why))
             << why;
-        ScopedEnv env({{"ATLAS_ARBITER", "127.0.0.1:" + std::to_string(daemon.port())}});
+        ScopedEnv env({{"ATLAS_ARBITER_CONNECT", "127.0.0.1:" + std::to_string(daemon.port())}});
         auto ep = Endpoint::open(pluginPath());
         ATLAS_ASSERT_OK(ep);
         Endpoint& e = **ep;
@@ -202,7 +202,7 @@ TEST(ArbiterPlugin, ArbiterKilledMidRunFailsOpenWithOneWarning) {
         ASSERT_TRUE(
             daemon.start(ATLAS_ARBITER_PATH, {"--listen", "127.0.0.1:0", "--slot-ms", "5"}, &why))
             << why;
-        ScopedEnv env({{"ATLAS_ARBITER", "127.0.0.1:" + std::to_string(daemon.port())}});
+        ScopedEnv env({{"ATLAS_ARBITER_CONNECT", "127.0.0.1:" + std::to_string(daemon.port())}});
         auto ep = Endpoint::open(pluginPath());
         ATLAS_ASSERT_OK(ep);
         Endpoint& e = **ep;

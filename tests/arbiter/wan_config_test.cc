@@ -5,10 +5,12 @@
 #include <map>
 
 #include "arbiter/options.h"
+#include "options/help.h"
 #include "plugin/params.h"
 #include "plugin/wan/admission.h"
 #include "plugin/wan/dc_map.h"
 #include "plugin/wan/flow_class.h"
+#include "support/doc_blocks.h"
 
 namespace atlas::plugin::wan {
 namespace {
@@ -124,7 +126,7 @@ TEST(WanConfigTest, RegistryValuesReachTheConfig) {
     std::map<std::string, std::string> env = {
         {"ATLAS_DC_MAP", "10.1.0.0/16=a,10.2.0.0/16=b"},
         {"ATLAS_SHARING", "workload"},
-        {"ATLAS_ARBITER", "10.1.0.1:7450"},
+        {"ATLAS_ARBITER_CONNECT", "10.1.0.1:7450"},
         {"ATLAS_SLOT_MS", "40"},
         {"ATLAS_FLOW_CLASS", "1:0"},
         {"ATLAS_NODE_SHM", "test-x"},
@@ -147,8 +149,8 @@ TEST(WanConfigTest, RegistryValuesReachTheConfig) {
 
     const std::vector<std::pair<std::string, std::string>> bad_values = {
         {"ATLAS_SHARING", "spatial"},
-        {"ATLAS_ARBITER", "nohostport"},
-        {"ATLAS_ARBITER", "h:0"},
+        {"ATLAS_ARBITER_CONNECT", "nohostport"},
+        {"ATLAS_ARBITER_CONNECT", "h:0"},
         {"ATLAS_NODE_SHM", "../x"},
         {"ATLAS_DC_MAP", "x"}};
     for (const auto& [k, v] : bad_values) {
@@ -167,7 +169,7 @@ TEST(WanConfigTest, RegistryValuesReachTheConfig) {
 
 TEST(DaemonOptionsTest, FlagsBeatEnvironmentAndValuesAreChecked) {
     std::map<std::string, std::string> env = {{"ATLAS_SHARING", "workload"},
-                                              {"ATLAS_ARBITER", "127.0.0.1:9000"}};
+                                              {"ATLAS_ARBITER_LISTEN", "127.0.0.1:9000"}};
     auto envfn = [&](const char* k) -> const char* {
         auto it = env.find(k);
         return it == env.end() ? nullptr : it->second.c_str();
@@ -193,6 +195,58 @@ TEST(DaemonOptionsTest, FlagsBeatEnvironmentAndValuesAreChecked) {
                                                {"--slot-ms"}}) {
         EXPECT_FALSE(arbiter::parseOptions(bad, envfn).isOk()) << bad[0];
     }
+}
+
+TEST(DaemonOptionsTest, DefaultsAreTheSchedulersAndTheOldListenNameWarns) {
+    auto none = [](const char*) -> const char* { return nullptr; };
+    auto d = arbiter::parseOptions({}, none);
+    ASSERT_TRUE(d.isOk()) << d.status().toString();
+    EXPECT_EQ(d->server.core.policy, sched::kDefaultSharing);
+    EXPECT_EQ(d->server.core.policy_config.max_slot_ns, sched::kDefaultMaxSlotNs);
+    EXPECT_EQ(d->server.port, 7450);
+
+    // ATLAS_ARBITER is the plugins' connect address; the daemon still reads it as its listen
+    // address, with a warning, unless ATLAS_ARBITER_LISTEN is set.
+    std::map<std::string, std::string> env = {{"ATLAS_ARBITER", "127.0.0.1:9001"}};
+    auto envfn = [&](const char* k) -> const char* {
+        auto it = env.find(k);
+        return it == env.end() ? nullptr : it->second.c_str();
+    };
+    std::vector<std::string> warnings;
+    auto old = arbiter::parseOptions({}, envfn, &warnings);
+    ASSERT_TRUE(old.isOk()) << old.status().toString();
+    EXPECT_EQ(old->server.port, 9001);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("ATLAS_ARBITER is deprecated: use ATLAS_ARBITER_LISTEN"),
+              std::string::npos);
+    env["ATLAS_ARBITER_LISTEN"] = "127.0.0.1:9002";
+    auto both = arbiter::parseOptions({}, envfn, &warnings);
+    ASSERT_TRUE(both.isOk());
+    EXPECT_EQ(both->server.port, 9002);
+    // The flag beats both.
+    auto flag = arbiter::parseOptions({"--listen=127.0.0.1:9003"}, envfn);
+    ASSERT_TRUE(flag.isOk());
+    EXPECT_EQ(flag->server.port, 9003);
+}
+
+TEST(DaemonOptionsTest, EveryProblemIsReportedAtOnce) {
+    auto none = [](const char*) -> const char* { return nullptr; };
+    auto r =
+        arbiter::parseOptions({"--slot-ms", "2.5", "--lease-ms", "5", "--sharng", "fair"}, none);
+    ASSERT_FALSE(r.isOk());
+    const std::string m = r.status().message();
+    EXPECT_NE(m.find("--slot-ms='2.5' is invalid: expected whole milliseconds in 0..3600000"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("--lease-ms='5' is out of range"), std::string::npos) << m;
+    EXPECT_NE(m.find("unknown option '--sharng' (did you mean --sharing?)"), std::string::npos)
+        << m;
+}
+
+TEST(DaemonOptionsTest, DocsFlagTableIsTheRegistry) {
+    EXPECT_TRUE(atlas::testing::docBlockMatches(
+        std::string(ATLAS_SOURCE_DIR) + "/docs/arbitration.md", "atlas-arbiter",
+        options::markdown(arbiter::optionTable())));
 }
 
 }  // namespace

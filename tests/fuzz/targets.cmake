@@ -1,4 +1,7 @@
 # Each component appends its atlas_add_fuzzer(...) call here.
+# The options layer, compiled into the targets that parse options so libFuzzer instruments it.
+set(ATLAS_OPTIONS_SOURCES ${PROJECT_SOURCE_DIR}/options/env.cc ${PROJECT_SOURCE_DIR}/options/help.cc
+    ${PROJECT_SOURCE_DIR}/options/kinds.cc ${PROJECT_SOURCE_DIR}/options/value.cc)
 # atlas-wanem frame parser + GSO splitter. The parser sources are atlas_wanem_packet_sources'
 # list, given as SOURCES (not LIBS) so that replay builds take them from atlas_wanem_core instead.
 atlas_add_fuzzer(fuzz_wanem_packet SOURCES ${PROJECT_SOURCE_DIR}/tests/wan/fuzz_wanem_packet.cc $<TARGET_PROPERTY:atlas_wanem_packet_sources,INTERFACE_SOURCES> LIBS atlas::common REPLAY_LIBS atlas_wanem_core)
@@ -17,7 +20,7 @@ target_include_directories(fuzz_bubble_channel PRIVATE ${PROJECT_SOURCE_DIR})
 atlas_add_fuzzer(fuzz_net_perf_parse SOURCES ${PROJECT_SOURCE_DIR}/tests/abi/fuzz_net_perf_parse.cc ${PROJECT_SOURCE_DIR}/perf/atlas-net-perf/options.cc ${PROJECT_SOURCE_DIR}/perf/atlas-net-perf/bootstrap.cc ${PROJECT_SOURCE_DIR}/plugin_host/plugin_host.cc ${PROJECT_SOURCE_DIR}/plugin_host/plugin_host_process.cc LIBS atlas::common nlohmann_json::nlohmann_json ${CMAKE_DL_LIBS} REPLAY_LIBS atlas_net_perf_core atlas::plugin_host)
 target_include_directories(fuzz_net_perf_parse PRIVATE ${PROJECT_SOURCE_DIR})
 # plugin: ATLAS_* value parsers, ATLAS_SOCKET_IFNAME matcher, sysfs speed (sources compiled in so libFuzzer instruments them)
-atlas_add_fuzzer(fuzz_plugin_params SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/fuzz_plugin_params.cc ${PROJECT_SOURCE_DIR}/plugin/params.cc ${PROJECT_SOURCE_DIR}/plugin/devices.cc LIBS atlas::common REPLAY_LIBS atlas::plugin_internal)
+atlas_add_fuzzer(fuzz_plugin_params SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/fuzz_plugin_params.cc ${PROJECT_SOURCE_DIR}/plugin/params.cc ${PROJECT_SOURCE_DIR}/plugin/devices.cc ${ATLAS_OPTIONS_SOURCES} LIBS atlas::common REPLAY_LIBS atlas::plugin_internal)
 target_include_directories(fuzz_plugin_params PRIVATE ${PROJECT_SOURCE_DIR})
 # bubbletea daemon: HTTP requests through Beast's parser + /v1/completions validation, and the KV hand-off decoders (sources compiled in so libFuzzer instruments them)
 atlas_add_fuzzer(fuzz_bubbletea_request SOURCES ${PROJECT_SOURCE_DIR}/tests/bubbletea/daemon_fuzz_request.cc ${PROJECT_SOURCE_DIR}/bubbletea/daemon/api.cc LIBS atlas::common atlas::tokenizer nlohmann_json::nlohmann_json Boost::boost REPLAY_LIBS atlas::bubbletea_core)

@@ -1,12 +1,14 @@
-// libFuzzer target for the plugin's text parsers: ATLAS_* values (every registered kind),
-// the ATLAS_SOCKET_IFNAME matcher and the sysfs speed parser. Input: byte 0 picks the
-// variable, the rest is its value. Invariants: errors name the variable; an accepted value
-// of an exact kind formats back to text that parses to the same value.
+// libFuzzer target for the plugin's text parsers: ATLAS_* values (every registered kind,
+// through the same readEnv the plugin's init runs), the ATLAS_SOCKET_IFNAME matcher and the
+// sysfs speed parser. Input: byte 0 picks the variable, the rest is its value. Invariants:
+// errors name the variable; an accepted value of an exact kind formats back to text that
+// parses to the same value.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "options/value.h"
 #include "plugin/devices.h"
 #include "plugin/params.h"
 
@@ -16,23 +18,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) {
         return 0;
     }
-    const auto& specs = paramSpecs();
+    const auto& specs = paramTable().options;
     const ParamSpec& spec = specs[data[0] % specs.size()];
-    std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+    const std::string key(spec.name);
+    const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
 
-    if (!text.empty()) {
-        Params p;
-        atlas::Status st = spec.parse(text, p);
-        if (!st.isOk()) {
-            if (st.message().find(spec.key) == std::string::npos) {
-                std::abort();  // every error must name its variable
+    if (!text.empty() && text.find('\0') == std::string::npos) {
+        atlas::options::Parsed<Params> parsed;
+        atlas::options::readEnv(
+            paramTable(),
+            [&](const char* name) -> const char* { return key == name ? text.c_str() : nullptr; },
+            &parsed);
+        if (!parsed.errors.empty()) {
+            if (parsed.errors.size() != 1 || parsed.errors[0].find(key) == std::string::npos) {
+                std::abort();  // one error, naming its variable
             }
         } else {
-            std::string type = spec.type;
-            std::string shown = spec.format(p);
-            if (type == "unsigned" || type == "size" || type == "bool" || type == "enum") {
+            const std::string type = spec.type;
+            const std::string shown = spec.show(parsed.config);
+            if (type == "unsigned" || type == "size" || type == "bool" || type == "enum" ||
+                type == "integer") {
                 Params again;
-                if (!spec.parse(shown, again).isOk() || spec.format(again) != shown) {
+                if (!spec.set(shown, again).empty() || spec.show(again) != shown) {
                     std::abort();  // formatting must round-trip
                 }
             }
@@ -50,8 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (speed <= 0) {
         std::abort();
     }
-    (void)parseSizeText(text);
-    (void)parseDoubleText(text);
-    (void)parseSignedText(text);
+    (void)atlas::options::parseSize(text);
+    (void)atlas::options::parseDouble(text);
+    (void)atlas::options::parseSigned(text);
     return 0;
 }

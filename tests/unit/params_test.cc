@@ -1,6 +1,7 @@
 // The ATLAS_* registry: every value kind, every error path (message content asserted), the
-// cross-variable rules, logging of effective values, the TransportConfig mapping, and that
-// docs/env.md documents every registered variable.
+// cross-variable rules, logging of effective values, the TransportConfig mapping, the
+// deprecated spellings, the shared defaults, and that docs/env.md is the registry (its summary
+// table regenerated and compared, every catalogued name documented).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,8 +9,11 @@
 #include <set>
 #include <sstream>
 
+#include "options/env.h"
+#include "options/help.h"
 #include "plugin/params.h"
 #include "plugin_test_util.h"
+#include "support/doc_blocks.h"
 
 namespace atlas::plugin {
 namespace {
@@ -76,14 +80,15 @@ TEST(ParamsTest, EmptyEnvironmentGivesDefaults) {
 TEST(ParamsTest, RegistryEntriesAreCompleteAndUnique) {
     std::set<std::string> keys;
     std::set<std::string> fields;
-    for (const ParamSpec& s : paramSpecs()) {
-        EXPECT_EQ(std::string(s.key).rfind("ATLAS_", 0), 0u) << s.key;
-        EXPECT_GT(std::string(s.doc).size(), 10u) << s.key;
-        EXPECT_FALSE(s.accepted.empty()) << s.key;
-        EXPECT_FALSE(s.default_text.empty()) << s.key;
-        EXPECT_TRUE(keys.insert(s.key).second) << "duplicate " << s.key;
-        EXPECT_TRUE(fields.insert(s.field).second) << "duplicate field " << s.field;
-        EXPECT_EQ(findParam(s.key), &s);
+    for (const ParamSpec& s : paramTable().options) {
+        const std::string key(s.name);
+        EXPECT_EQ(key.rfind("ATLAS_", 0), 0u) << key;
+        EXPECT_GT(std::string(s.doc).size(), 10u) << key;
+        EXPECT_FALSE(s.accepted.empty()) << key;
+        EXPECT_TRUE(keys.insert(key).second) << "duplicate " << key;
+        EXPECT_TRUE(fields.insert(std::string(s.field)).second) << "duplicate field " << s.field;
+        EXPECT_EQ(findParam(key), &s);
+        EXPECT_TRUE(options::isKnownEnvName(key)) << key;
     }
     for (const char* key : {"ATLAS_SOCKET_IFNAME", "ATLAS_NSTREAMS", "ATLAS_CHUNK_BYTES",
                             "ATLAS_IO", "ATLAS_AUTH_KEY_FILE", "ATLAS_DEBUG_STDERR"}) {
@@ -130,15 +135,20 @@ TEST(ParamsTest, SizeValues) {
     EXPECT_EQ(r.params.inline_bytes, 0u);
     EXPECT_EQ(r.params.sockbuf_bytes, kGiB);
 
-    EXPECT_EQ(parseSizeText("4096"), 4096u);
-    EXPECT_EQ(parseSizeText("2m"), 2 * kMiB);
-    EXPECT_EQ(parseSizeText("3k"), 3 * kKiB);
-    EXPECT_EQ(parseSizeText("1g"), kGiB);
-    EXPECT_FALSE(parseSizeText("K"));
-    EXPECT_FALSE(parseSizeText("1KB"));
-    EXPECT_FALSE(parseSizeText("-4K"));
-    EXPECT_FALSE(parseSizeText("1.5M"));
-    EXPECT_FALSE(parseSizeText("17179869184G"));  // 2^34 GiB overflows uint64
+    using options::parseSize;
+    EXPECT_EQ(parseSize("4096"), 4096u);
+    EXPECT_EQ(parseSize("2m"), 2 * kMiB);
+    EXPECT_EQ(parseSize("3k"), 3 * kKiB);
+    EXPECT_EQ(parseSize("1g"), kGiB);
+    EXPECT_EQ(parseSize("64KiB"), 64 * kKiB);  // atlas-net-perf's spellings, binary as well
+    EXPECT_EQ(parseSize("64kb"), 64 * kKiB);
+    EXPECT_EQ(parseSize("512B"), 512u);
+    EXPECT_FALSE(parseSize("K"));
+    EXPECT_FALSE(parseSize("B"));
+    EXPECT_FALSE(parseSize("1KK"));
+    EXPECT_FALSE(parseSize("-4K"));
+    EXPECT_FALSE(parseSize("1.5M"));
+    EXPECT_FALSE(parseSize("17179869184G"));  // 2^34 GiB overflows uint64
 
     expectRejected("ATLAS_CHUNK_BYTES", "3K", "a size in 4K..64M");
     expectRejected("ATLAS_CHUNK_BYTES", "1G", "4K..64M");
@@ -181,20 +191,22 @@ TEST(ParamsTest, EnumValues) {
 TEST(ParamsTest, NumberValues) {
     EXPECT_DOUBLE_EQ(parseWith({{"ATLAS_LINK_GBPS", "2.5"}}).params.link_gbps, 2.5);
     EXPECT_DOUBLE_EQ(parseWith({{"ATLAS_LINK_GBPS", "1e2"}}).params.link_gbps, 100.0);
-    for (const char* bad : {"nan", "inf", "1e400", "0x10", "2.5G", ".", ""}) {
-        EXPECT_FALSE(parseDoubleText(bad)) << bad;
+    for (const char* bad : {"nan", "inf", "1e400", "0x10", "2.5G", ".", "", "1e", "+", " 1",
+                            "1."
+                            "5.5"}) {
+        EXPECT_FALSE(options::parseDouble(bad)) << bad;
     }
     expectRejected("ATLAS_LINK_GBPS", "-1", "a number in 0..100000");
     expectRejected("ATLAS_LINK_GBPS", "fast", "0..100000");
 }
 
-TEST(ParamsTest, SignedParser) {
-    // No registered variable is signed yet; the kind exists for the ones that will be.
-    EXPECT_EQ(parseSignedText("-42"), -42);
-    EXPECT_EQ(parseSignedText("7"), 7);
-    EXPECT_FALSE(parseSignedText("--1"));
-    EXPECT_FALSE(parseSignedText("9223372036854775808"));
-    EXPECT_FALSE(parseSignedText("1 "));
+TEST(ParamsTest, SignedValues) {
+    EXPECT_EQ(parseWith({{"ATLAS_LOCAL_RANK", "3"}}).params.local_rank, 3);
+    EXPECT_EQ(parseWith({{"ATLAS_LOCAL_RANK", "-1"}}).params.local_rank, -1);
+    expectRejected("ATLAS_LOCAL_RANK", "-2", "an integer in -1..1023");
+    expectRejected("ATLAS_LOCAL_RANK", "--1", "-1..1023");
+    expectRejected("ATLAS_LOCAL_RANK", "9223372036854775808", "-1..1023");
+    expectRejected("ATLAS_LOCAL_RANK", "1 ", "-1..1023");
 }
 
 TEST(ParamsTest, StringValuesAreTakenVerbatim) {
@@ -292,11 +304,12 @@ TEST(ParamsTest, DescribeListsNonDefaultsOrEverything) {
                                          "ATLAS_IO=epoll"};
     EXPECT_EQ(lines, expected);
     std::vector<std::string> all = describeParams(r.params, true);
-    EXPECT_EQ(all.size(), paramSpecs().size());
+    EXPECT_EQ(all.size(), paramTable().options.size());
     EXPECT_EQ(all.front(), "ATLAS_SOCKET_IFNAME=(unset)");
 }
 
 TEST(ParamsTest, FormatSize) {
+    using options::formatSize;
     EXPECT_EQ(formatSize(0), "0");
     EXPECT_EQ(formatSize(1000), "1000");
     EXPECT_EQ(formatSize(4096), "4K");
@@ -340,16 +353,80 @@ TEST(ParamsTest, TransportConfigMapping) {
     EXPECT_EQ(makeTransportConfig(Params{}, 0).link_bps, 10'000'000'000ull);
 }
 
-TEST(ParamsTest, DocsMentionEveryVariable) {
-    std::ifstream in(std::string(ATLAS_SOURCE_DIR) + "/docs/env.md");
-    ASSERT_TRUE(in) << "docs/env.md is missing";
+TEST(ParamsTest, DeprecatedArbiterNameStillConnectsAndWarns) {
+    // ATLAS_ARBITER meant "connect to" here and "listen on" in atlas-arbiter; the plugin's
+    // name is now ATLAS_ARBITER_CONNECT, the old one still works and warns.
+    ParamsParse old = parseWith({{"ATLAS_ARBITER", "10.0.0.1:7450"}});
+    ASSERT_TRUE(old.status().isOk()) << old.status().toString();
+    EXPECT_EQ(old.params.arbiter, "10.0.0.1:7450");
+    ASSERT_EQ(old.warnings.size(), 1u);
+    EXPECT_NE(old.warnings[0].find("ATLAS_ARBITER is deprecated: use ATLAS_ARBITER_CONNECT"),
+              std::string::npos)
+        << old.warnings[0];
+
+    ParamsParse both =
+        parseWith({{"ATLAS_ARBITER", "10.0.0.1:1"}, {"ATLAS_ARBITER_CONNECT", "10.0.0.2:2"}});
+    EXPECT_EQ(both.params.arbiter, "10.0.0.2:2");
+    ASSERT_EQ(both.warnings.size(), 1u);
+    EXPECT_NE(both.warnings[0].find("wins"), std::string::npos) << both.warnings[0];
+
+    ParamsParse now = parseWith({{"ATLAS_ARBITER_CONNECT", "10.0.0.2:2"}});
+    EXPECT_EQ(now.params.arbiter, "10.0.0.2:2");
+    EXPECT_TRUE(now.warnings.empty());
+}
+
+TEST(ParamsTest, SharedDefaultsComeFromTheScheduler) {
+    // One definition each (scheduler/): the plugin, atlas-arbiter and atlas-sim agree.
+    const Params p;
+    EXPECT_EQ(static_cast<Nanos>(p.slot_ms) * kNsPerMs, sched::kDefaultMaxSlotNs);
+    EXPECT_EQ(sched::PolicyConfig{}.max_slot_ns, sched::kDefaultMaxSlotNs);
+    EXPECT_EQ(p.sharing, sched::policyKindName(sched::kDefaultSharing));
+    EXPECT_EQ(static_cast<Nanos>(p.bubble_guard_us) * kNsPerUs, sched::kDefaultBubbleGuardNs);
+    EXPECT_EQ(sched::BubblePredictorConfig{}.guard_ns, sched::kDefaultBubbleGuardNs);
+}
+
+TEST(ParamsTest, UnknownAtlasVariablesWarnWithTheNearestName) {
+    const char* env[] = {"PATH=/bin",
+                         "ATLAS_NSTREAM=8",
+                         "ATLAS_NSTREAMS=2",
+                         "ATLAS_WAN_PREFIX=t1",
+                         "ATLAS_COMPLETELY_NEW=1",
+                         "ATLAS_NSTREAM=9",
+                         "ATLAS_ARBITER=x:1",
+                         nullptr};
+    std::vector<std::string> w = options::unknownEnvWarnings(env);
+    ASSERT_EQ(w.size(), 2u) << ::testing::PrintToString(w);
+    EXPECT_NE(w[0].find("ATLAS_NSTREAM is not an Atlas variable (did you mean ATLAS_NSTREAMS?)"),
+              std::string::npos)
+        << w[0];
+    EXPECT_NE(w[1].find("ATLAS_COMPLETELY_NEW is not an Atlas variable;"), std::string::npos)
+        << w[1];
+}
+
+std::string readDoc(const std::string& rel) {
+    std::ifstream in(std::string(ATLAS_SOURCE_DIR) + "/" + rel);
     std::stringstream ss;
     ss << in.rdbuf();
-    std::string doc = ss.str();
-    for (const ParamSpec& s : paramSpecs()) {
+    return ss.str();
+}
+
+TEST(ParamsTest, DocsSummaryTableIsTheRegistry) {
+    EXPECT_TRUE(testing::docBlockMatches(std::string(ATLAS_SOURCE_DIR) + "/docs/env.md", "plugin",
+                                         options::markdown(paramTable(), true)));
+}
+
+TEST(ParamsTest, DocsListTheOtherCataloguedVariables) {
+    EXPECT_TRUE(testing::docBlockMatches(std::string(ATLAS_SOURCE_DIR) + "/docs/env.md", "others",
+                                         options::otherEnvMarkdown()));
+}
+
+TEST(ParamsTest, DocsMentionEveryCataloguedVariable) {
+    const std::string doc = readDoc("docs/env.md");
+    ASSERT_FALSE(doc.empty()) << "docs/env.md is missing";
+    for (std::string_view key : options::kKnownEnvNames) {
         // As a heading or table entry in backticks, not just a passing substring.
-        EXPECT_NE(doc.find(std::string("`") + s.key + "`"), std::string::npos)
-            << s.key << " is not documented in docs/env.md";
+        EXPECT_NE(doc.find("`" + std::string(key) + "`"), std::string::npos)
+            << key << " is not documented in docs/env.md";
     }
 }
 

@@ -108,8 +108,11 @@ class ScopedEnv {
 class CleanAtlasEnv {
   public:
     CleanAtlasEnv() {
-        for (const ParamSpec& s : paramSpecs()) {
-            guards_.emplace_back(std::make_unique<ScopedEnv>(s.key, nullptr));
+        for (const ParamSpec& s : paramTable().options) {
+            guards_.emplace_back(std::make_unique<ScopedEnv>(std::string(s.name).c_str(), nullptr));
+        }
+        for (const options::Alias& a : paramTable().aliases) {
+            guards_.emplace_back(std::make_unique<ScopedEnv>(std::string(a.name).c_str(), nullptr));
         }
     }
 
