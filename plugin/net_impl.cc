@@ -16,6 +16,7 @@
 
 #include "atlas/common/clock.h"
 #include "channel/channel_name.h"
+#include "channel/local_rank.h"
 #include "options/env.h"
 #include "plugin/bubbles.h"
 #include "plugin/comm_stats.h"
@@ -206,25 +207,6 @@ Status checkDevLocked(int dev) {
     return Status::ok();
 }
 
-// This process's GPU index on its node, for the default bubble channel name.
-int localRank(const Params& p) {
-    if (p.local_rank >= 0) {
-        return static_cast<int>(p.local_rank);
-    }
-    for (const char* var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
-                            "MV2_COMM_WORLD_LOCAL_RANK"}) {
-        const char* v = std::getenv(var);
-        if (v != nullptr && *v != '\0') {
-            char* end = nullptr;
-            long r = std::strtol(v, &end, 10);
-            if (*end == '\0' && r >= 0 && r < 1024) {
-                return static_cast<int>(r);
-            }
-        }
-    }
-    return 0;
-}
-
 // Bubble prediction is best effort: a channel that cannot be created is logged once and the
 // plugin runs on without it. Started by the first WAN receive comm, so processes without WAN
 // traffic (tests, intra-DC jobs, two ranks of one host on loopback) create no channel.
@@ -234,9 +216,14 @@ void startBubblesLocked(GlobalState& st) {
     }
     st.bubbles_tried = true;
     BubbleConfig bc;
+    auto rank = channel::resolveLocalRank(static_cast<int>(st.params.local_rank), processEnv());
+    if (!rank) {
+        ATLAS_WARN("%s; bubbles not published", rank.status().message().c_str());
+        return;
+    }
     auto name = channel::resolveChannelName(
         st.params.bubble_channel.empty() ? nullptr : st.params.bubble_channel.c_str(),
-        localRank(st.params));
+        rank.value().rank);
     if (!name) {
         ATLAS_WARN("ATLAS_BUBBLE_CHANNEL: %s; bubbles not published",
                    name.status().toString().c_str());
