@@ -93,7 +93,7 @@ std::string details(const OptionInfo& o, const std::vector<Alias>& aliases) {
     for (const std::string& p : parts) {
         s += (s.empty() ? "" : "; ") + p;
     }
-    return s.empty() ? s : " (" + s + ")";
+    return s.empty() ? s : " [" + s + "]";
 }
 
 std::string cell(std::string text) {

@@ -10,8 +10,8 @@
 namespace atlas::options {
 
 // The flags, one entry each:
-//   "  -D, --pipelines N       data-parallel pipelines (an unsigned integer in 1..64;
-//                              default 4; env ATLAS_X)"
+//   "  -D, --pipelines N       data-parallel pipelines [an unsigned integer in 1..64;
+//                              default 4; env ATLAS_X]"
 // wrapped at 100 columns. Deprecated aliases are listed as "old spelling: ...".
 std::string formatFlagHelp(const std::vector<const OptionInfo*>& options,
                            const std::vector<Alias>& aliases);

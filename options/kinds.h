@@ -304,7 +304,7 @@ struct List : Base {
         return true;
     }
     static std::string accepted(Bound lo, Bound hi) {
-        return "a comma-separated list of " + K::accepted(lo, hi);
+        return "comma-separated, each " + K::accepted(lo, hi);
     }
     template <typename C>
     static std::string format(const C& v) {
@@ -321,7 +321,7 @@ template <typename K>
 struct Repeat : K {
     static constexpr bool kRepeat = true;
     static std::string accepted(typename K::Bound lo, typename K::Bound hi) {
-        return K::accepted(lo, hi) + " (repeatable)";
+        return K::accepted(lo, hi) + ", repeatable";
     }
     template <typename C>
     static std::string format(const C& v) {

@@ -212,7 +212,11 @@ Option<Config> makeOption(std::string_view name, const char* field, const char* 
     o.show = [access](const Config& c) { return Kind::format(access(c)); };
     o.is_default = [access](const Config& c) {
         static const Config kDefaults{};
-        return access(c) == access(kDefaults);
+        if constexpr (requires { access(c) == access(kDefaults); }) {
+            return access(c) == access(kDefaults);
+        } else {
+            return false;  // not comparable: always reported
+        }
     };
     return o;
 }

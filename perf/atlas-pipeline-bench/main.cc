@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "atlas/nccl/net.h"
+#include "options/env.h"
 #include "perf/atlas-pipeline-bench/control.h"
 #include "perf/atlas-pipeline-bench/report.h"
 #include "perf/atlas-pipeline-bench/stage.h"
@@ -38,9 +39,6 @@ struct Child {
 };
 
 std::string defaultPlugin() {
-    if (const char* env = std::getenv("ATLAS_PLUGIN"); env != nullptr && *env != 0) {
-        return env;
-    }
     char exe[PATH_MAX] = {};
     const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     std::string dir = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
@@ -244,14 +242,15 @@ void Orchestrator::killAll() {
 
 int main(int argc, char** argv) {
     using namespace atlas::pipebench;
-    auto parsed = parseArgs(std::vector<std::string>(argv + 1, argv + argc));
+    atlas::options::warnUnknownEnv("atlas-pipeline-bench");
+    auto parsed = parseArgs(std::vector<std::string>(argv + 1, argv + argc), atlas::processEnv());
     if (!parsed) {
         std::fprintf(stderr, "atlas-pipeline-bench: %s\n", parsed.status().message().c_str());
         return 2;
     }
     BenchConfig cfg = parsed.value();
     if (cfg.help) {
-        std::fputs(usageText(), stdout);
+        std::fputs(usageText().c_str(), stdout);
         return 0;
     }
     if (cfg.plugin.empty()) {

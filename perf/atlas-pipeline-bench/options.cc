@@ -1,14 +1,15 @@
 #include "perf/atlas-pipeline-bench/options.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
-#include <sstream>
+
+#include "options/help.h"
 
 namespace atlas::pipebench {
 namespace {
 
-constexpr const char* kUsage =
+using namespace options::kinds;
+
+constexpr const char* kPreamble =
     R"(atlas-pipeline-bench: pipeline-parallel training without GPUs, through the Atlas plugin.
 
 D pipelines x P stages run as separate processes (optionally each in a network namespace of
@@ -19,89 +20,164 @@ and per-stage busy and idle time (bubbles); --json and --trace (Chrome/Perfetto)
 
 usage: atlas-pipeline-bench [options]
 
-  -D, --pipelines N      data-parallel pipelines (default 4)
-  -P, --stages N         stages per pipeline (default 2)
-  -M, --microbatches N   micro-batches per iteration (default 4, max 32)
-      --iterations N     measured iterations (default 5)
-      --warmup N         unmeasured iterations first (default 1)
-      --schedule S       gpipe | 1f1b (default gpipe)
-      --fwd-ms X         forward compute per micro-batch (default 20)
-      --bwd-ms X         backward compute per micro-batch (default 2 x fwd)
-      --stage-ms S:F:B   stage S computes F ms forward, B ms backward (repeatable)
-      --act-bytes SIZE   activation per micro-batch, stage s -> s+1 (default 4M)
-      --grad-bytes SIZE  gradient per micro-batch, s+1 -> s (default: --act-bytes)
-      --netns NS,NS,...  network namespace per stage (/run/netns/NS or a path), e.g. the
-                         testbed's DC<i>_NS; stage s uses entry s (the last entry repeats)
-      --plugin PATH      the plugin (default: $ATLAS_PLUGIN, else the build tree's)
-      --env K=V          environment of every stage process (repeatable), before the plugin
-                         loads, e.g. ATLAS_SHARING=temporal, ATLAS_ARBITER=host:port
-      --stage-env S:K=V  only for stage S (repeatable)
-      --pipeline-env D:K=V  only for pipeline D (repeatable)
-      --stage-cpus S:LIST  pin stage S's compute thread (of every pipeline) to these CPUs, e.g.
-                         0:0 or 1:2-3,6 (repeatable; the plugin's threads stay unpinned, as
-                         NCCL's run on host cores); to share a core on purpose
-      --compute MODE     spin | yield | sleep | cuda (default spin: the CPU is really used;
-                         cuda: cuBLAS GEMMs on GPU 0 for the period); a list MODE,MODE,...
-                         gives stage s entry s (the last entry repeats), e.g. cuda,spin
-      --cuda-ns-per-gemm NS  --compute cuda: skip the calibration, use this GEMM time (the
-                         value a calibrating run printed), so compared runs do equal work
-      --recv-post WHEN   ahead | needed (default ahead): post an iteration's receives at its
-                         start, or each right before the compute that consumes it (as
-                         Megatron's p2p_communicate does)
-      --no-barrier       let iterations overlap (no per-iteration barrier of all stages)
-      --no-traffic-class do not pass {pipeline, stage, direction} as NCCL trafficClass
-                         (the plugin then derives the flow class itself)
-      --dev N            plugin device (default 0)
-      --timeout SEC      bound on the whole run (default 600)
-      --label NAME       name of this run in the output
-      --json FILE        results + per-stage timeline as JSON
-      --trace FILE       Chrome trace (open in ui.perfetto.dev)
-      --quiet            only the summary
-  -h, --help           this text
 )";
 
-Status bad(const std::string& what) {
-    return {Code::kInvalidArgument, what};
-}
-
-Result<int64_t> parseInt(const std::string& flag, const std::string& s, int64_t lo, int64_t hi) {
-    if (s.empty() || s.size() > 12) {
-        return bad(flag + ": expected an integer in " + std::to_string(lo) + ".." +
-                   std::to_string(hi));
-    }
-    int64_t v = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') {
-            return bad(flag + "='" + s + "': expected an integer in " + std::to_string(lo) + ".." +
-                       std::to_string(hi));
+// "0-2,5" -> {0, 1, 2, 5}; CPUs 0..4095.
+std::optional<std::vector<int>> cpuList(std::string_view text) {
+    std::vector<int> cpus;
+    for (std::string_view item : options::split(text, ',')) {
+        const size_t dash = item.find('-');
+        const auto lo = options::parseUnsigned(item.substr(0, dash));
+        const auto hi =
+            dash == std::string_view::npos ? lo : options::parseUnsigned(item.substr(dash + 1));
+        if (!lo || !hi || *hi < *lo || *hi > 4095) {
+            return std::nullopt;
         }
-        v = v * 10 + (c - '0');
+        for (uint64_t cpu = *lo; cpu <= *hi; ++cpu) {
+            cpus.push_back(static_cast<int>(cpu));
+        }
     }
-    if (v < lo || v > hi) {
-        return bad(flag + "='" + s + "' is out of range " + std::to_string(lo) + ".." +
-                   std::to_string(hi));
-    }
-    return v;
+    return cpus;
 }
 
-Result<Nanos> parseMs(const std::string& flag, const std::string& s) {
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end == nullptr || *end != 0 || !std::isfinite(v) || v < 0 || v > 3.6e6) {
-        return bad(flag + "='" + s + "': expected milliseconds in 0..3600000");
+// "N:REST" with N in 0..63.
+std::optional<std::pair<int, std::string_view>> indexed(std::string_view t) {
+    const size_t colon = t.find(':');
+    const auto n = options::parseUnsigned(t.substr(0, colon));
+    if (colon == std::string_view::npos || !n || *n > 63) {
+        return std::nullopt;
     }
-    return static_cast<Nanos>(v * 1e6);
+    return std::make_pair(static_cast<int>(*n), t.substr(colon + 1));
 }
 
-Status parseKeyValue(const std::string& flag, const std::string& s, EnvSetting* e) {
-    const size_t eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) {
-        return bad(flag + "='" + s + "': expected KEY=VALUE");
+std::optional<EnvSetting> keyValue(std::string_view t) {
+    const size_t eq = t.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+        return std::nullopt;
     }
-    e->key = s.substr(0, eq);
-    e->value = s.substr(eq + 1);
-    return Status::ok();
+    return EnvSetting{-1, -1, std::string(t.substr(0, eq)), std::string(t.substr(eq + 1))};
 }
+
+struct EnvKind : Base {
+    using Value = EnvSetting;
+    static constexpr const char* kType = "KEY=VALUE";
+    static std::optional<EnvSetting> parse(std::string_view t) { return keyValue(t); }
+    static std::string accepted(int, int) { return "KEY=VALUE"; }
+    static std::string format(const EnvSetting& e) { return e.key + "=" + e.value; }
+};
+// N:KEY=VALUE for stage N (PerPipeline = false) or pipeline N.
+template <bool PerPipeline>
+struct IndexedEnvKind : EnvKind {
+    static std::optional<EnvSetting> parse(std::string_view t) {
+        auto n = indexed(t);
+        auto e = n ? keyValue(n->second) : std::nullopt;
+        if (e) {
+            (PerPipeline ? e->pipeline : e->stage) = n->first;
+        }
+        return e;
+    }
+    static std::string accepted(int, int) { return "N:KEY=VALUE with N in 0..63"; }
+};
+
+struct StageCpusKind : Base {
+    using Value = StageCpus;
+    static constexpr const char* kType = "STAGE:CPUS";
+    static std::optional<StageCpus> parse(std::string_view t) {
+        auto n = indexed(t);
+        auto cpus = n ? cpuList(n->second) : std::nullopt;
+        return cpus ? std::optional<StageCpus>(StageCpus{n->first, *cpus}) : std::nullopt;
+    }
+    static std::string accepted(int, int) {
+        return "STAGE:CPU-LIST such as 0:0 or 1:2-3,6 (stage 0..63, CPUs 0..4095)";
+    }
+    static std::string format(const StageCpus& c) { return std::to_string(c.stage) + ":..."; }
+};
+
+struct StageMsKind : Base {
+    using Value = StageMs;
+    static constexpr const char* kType = "STAGE:FWD:BWD";
+    static std::optional<StageMs> parse(std::string_view t) {
+        auto n = indexed(t);
+        const auto parts = n ? options::split(n->second, ':') : std::vector<std::string_view>{};
+        if (parts.size() != 2) {
+            return std::nullopt;
+        }
+        const auto f = Millis::parse(parts[0]);
+        const auto b = Millis::parse(parts[1]);
+        if (!f || !b || !Millis::inRange(*f, 0, 3.6e6) || !Millis::inRange(*b, 0, 3.6e6)) {
+            return std::nullopt;
+        }
+        return StageMs{n->first, {*f, *b}};
+    }
+    static std::string accepted(int, int) {
+        return "STAGE:FWD_MS:BWD_MS (stage 0..63, milliseconds 0..3600000)";
+    }
+    static std::string format(const StageMs& s) { return std::to_string(s.stage) + ":..."; }
+};
+
+using ScheduleKind = NamedEnum<Schedule, &scheduleName, Schedule::kGpipe, Schedule::k1f1b>;
+using ComputeKind = NamedEnum<Compute, &computeName, Compute::kSpin, Compute::kYield, Compute::kSleep,
+                              Compute::kCuda>;
+using RecvPostKind = NamedEnum<RecvPost, &recvPostName, RecvPost::kAhead, RecvPost::kNeeded>;
+
+#define ATLAS_PIPEBENCH_OPTIONS(X)                                                               \
+    X("--pipelines", Uint, pipelines, 1, 64, "N", "data-parallel pipelines")                     \
+    X("--stages", Uint, stages, 1, 64, "N", "stages per pipeline")                               \
+    X("--microbatches", Uint, microbatches, 1, 32, "N", "micro-batches per iteration")           \
+    X("--iterations", Uint, iterations, 1, 100000, "N", "measured iterations")                   \
+    X("--warmup", Uint, warmup, 0, 100000, "N", "unmeasured iterations first")                   \
+    X("--schedule", ScheduleKind, schedule, 0, 0, "S", "pipeline schedule")                      \
+    X("--fwd-ms", Millis, fwd_ns, 0, 3.6e6, "X", "forward compute per micro-batch")              \
+    X("--bwd-ms", Optional<Millis>, bwd_flag_ns, 0, 3.6e6, "X",                                  \
+      "backward compute per micro-batch (default: 2 x --fwd-ms)")                                \
+    X("--stage-ms", Repeat<StageMsKind>, stage_ms, 0, 0, "S:F:B",                                \
+      "stage S computes F ms forward, B ms backward")                                            \
+    X("--act-bytes", Size, act_bytes, 1, options::kGiB, "SIZE",                                  \
+      "activation per micro-batch, stage s -> s+1 (at most 1G: the plugin ABI reports sizes "    \
+      "as int)")                                                                                 \
+    X("--grad-bytes", Size, grad_bytes, 0, options::kGiB, "SIZE",                                \
+      "gradient per micro-batch, s+1 -> s (0: --act-bytes)")                                     \
+    X("--netns", List<Path>, stage_netns, 0, 0, "NS,NS,...",                                     \
+      "network namespace per stage (/run/netns/NS or a path), e.g. the testbed's DC<i>_NS; "     \
+      "stage s uses entry s (the last entry repeats)")                                           \
+    X("--plugin", Path, plugin, 0, 0, "PATH", "the plugin (default: the build tree's)")          \
+    X("--env", Repeat<EnvKind>, env, 0, 0, "K=V",                                                \
+      "environment of every stage process, before the plugin loads, e.g. "                       \
+      "ATLAS_SHARING=temporal, ATLAS_ARBITER_CONNECT=host:port")                                 \
+    X("--stage-env", Repeat<IndexedEnvKind<false>>, env, 0, 0, "S:K=V", "only for stage S")      \
+    X("--pipeline-env", Repeat<IndexedEnvKind<true>>, env, 0, 0, "D:K=V", "only for pipeline D") \
+    X("--stage-cpus", Repeat<StageCpusKind>, stage_cpus, 0, 0, "S:LIST",                         \
+      "pin stage S's compute thread (of every pipeline) to these CPUs (the plugin's threads "    \
+      "stay unpinned, as NCCL's run on host cores); to share a core on purpose")                 \
+    X("--compute", List<ComputeKind>, stage_compute, 0, 0, "MODE[,MODE...]",                      \
+      "how compute burns its time: spin (the CPU is really used; the default), yield, sleep, or "  \
+      "cuda (cuBLAS GEMMs on GPU 0 for the period); a list gives stage s entry s (the last entry " \
+      "repeats), e.g. cuda,spin")                                                                   \
+    X("--cuda-ns-per-gemm", Double, cuda_ns_per_gemm, 1e-9, 1e9, "NS",                             \
+      "--compute cuda: skip the calibration, use this GEMM time (the value a calibrating run "     \
+      "printed), so compared runs do equal work (0: calibrate)")                                    \
+    X("--recv-post", RecvPostKind, recv_post, 0, 0, "WHEN",                                      \
+      "post an iteration's receives at its start (ahead), or each right before the compute "     \
+      "that consumes it (needed, as Megatron's p2p_communicate does)")                           \
+    X("--no-barrier", Off, barrier, 0, 0, "",                                                    \
+      "let iterations overlap (no per-iteration barrier of all stages)")                         \
+    X("--no-traffic-class", Off, traffic_class, 0, 0, "",                                        \
+      "do not pass {pipeline, stage, direction} as NCCL trafficClass (the plugin then derives "  \
+      "the flow class itself)")                                                                  \
+    X("--dev", Uint, dev, 0, 1024, "N", "plugin device")                                         \
+    X("--timeout", Uint, timeout_s, 1, 86400, "SEC", "bound on the whole run")                   \
+    X("--label", String, label, 0, 0, "NAME", "name of this run in the output")                  \
+    X("--json", Path, json_path, 0, 0, "FILE", "results + per-stage timeline as JSON")           \
+    X("--trace", Path, trace_path, 0, 0, "FILE", "Chrome trace (open in ui.perfetto.dev)")       \
+    X("--quiet", Switch, quiet, 0, 0, "", "only the summary")                                    \
+    X("--help", Switch, help, 0, 0, "", "this text")
+
+#define ATLAS_PIPEBENCH_ALIASES(X)   \
+    X("-D", "--pipelines", false)    \
+    X("-P", "--stages", false)       \
+    X("-M", "--microbatches", false) \
+    X("-h", "--help", false)         \
+    X("ATLAS_PLUGIN", "--plugin", false)
 
 }  // namespace
 
@@ -134,34 +210,28 @@ std::string computeText(const BenchConfig& cfg) {
     return s;
 }
 
-Result<std::vector<int>> parseCpuList(const std::string& flag, const std::string& text) {
-    std::vector<int> cpus;
-    std::stringstream ss(text);
-    std::string item;
-    auto fail = [&] { return bad(flag + ": '" + text + "' is not a CPU list such as 0-2,5"); };
-    while (std::getline(ss, item, ',')) {
-        const size_t dash = item.find('-');
-        auto lo = parseInt(flag, item.substr(0, dash), 0, 4095);
-        auto hi = dash == std::string::npos ? lo : parseInt(flag, item.substr(dash + 1), 0, 4095);
-        if (!lo || !hi || hi.value() < lo.value()) {
-            return fail();
-        }
-        for (int64_t cpu = lo.value(); cpu <= hi.value(); ++cpu) {
-            cpus.push_back(static_cast<int>(cpu));
-        }
-    }
-    if (cpus.empty() || text.back() == ',') {
-        return fail();
-    }
-    return cpus;
-}
-
 const char* recvPostName(RecvPost r) {
     return r == RecvPost::kAhead ? "ahead" : "needed";
 }
 
-const char* usageText() {
-    return kUsage;
+Result<std::vector<int>> parseCpuList(const std::string& flag, const std::string& text) {
+    auto cpus = cpuList(text);
+    if (!cpus) {
+        return Status(Code::kInvalidArgument,
+                      flag + ": '" + text + "' is not a CPU list such as 0-2,5");
+    }
+    return *cpus;
+}
+
+const options::Table<BenchConfig>& optionTable() {
+    static const auto table =
+        ATLAS_OPTIONS_TABLE(BenchConfig, ATLAS_PIPEBENCH_OPTIONS, ATLAS_PIPEBENCH_ALIASES);
+    return table;
+}
+
+std::string usageText() {
+    return kPreamble + options::flagHelp(optionTable()) + "\nenvironment:\n" +
+           options::envHelp(optionTable());
 }
 
 int trafficClassOf(int pipeline, int stage, int direction) {
@@ -184,266 +254,50 @@ Compute BenchConfig::computeOf(int stage) const {
     return stage_compute[std::min(static_cast<size_t>(stage), stage_compute.size() - 1)];
 }
 
-Result<uint64_t> parseBytes(const std::string& text) {
-    if (text.empty() || text.size() > 24) {
-        return bad("size '" + text + "': expected bytes with an optional K, M or G suffix");
+Result<BenchConfig> parseArgs(const std::vector<std::string>& args, const EnvLookup& env) {
+    options::Parsed<BenchConfig> p;
+    if (env) {
+        options::readEnv(optionTable(), env, &p);
     }
-    uint64_t mult = 1;
-    std::string digits = text;
-    const char last = text.back();
-    if (last == 'K' || last == 'k') {
-        mult = 1ull << 10;
-    } else if (last == 'M' || last == 'm') {
-        mult = 1ull << 20;
-    } else if (last == 'G' || last == 'g') {
-        mult = 1ull << 30;
+    options::readArgs(optionTable(), args, &p);
+    BenchConfig& c = p.config;
+    if (c.help) {
+        return c;
     }
-    if (mult != 1) {
-        digits.pop_back();
+    for (const std::string& word : p.positional) {
+        p.errors.push_back("unexpected argument '" + word + "' (see --help)");
     }
-    if (digits.empty()) {
-        return bad("size '" + text + "': no digits");
+    c.bwd_ns = c.bwd_flag_ns.value_or(2 * c.fwd_ns);
+    if (!c.stage_compute.empty()) {
+        c.compute = c.stage_compute.front();
     }
-    uint64_t v = 0;
-    for (char c : digits) {
-        if (c < '0' || c > '9') {
-            return bad("size '" + text + "': expected bytes with an optional K, M or G suffix");
-        }
-        if (v > (1ull << 40)) {
-            return bad("size '" + text + "' is too large");
-        }
-        v = v * 10 + static_cast<uint64_t>(c - '0');
-    }
-    v *= mult;
-    if (v > (1ull << 30)) {
-        return bad("size '" + text + "' is above 1G (the plugin ABI reports sizes as int)");
-    }
-    return v;
-}
-
-Result<BenchConfig> parseArgs(const std::vector<std::string>& args) {
-    BenchConfig c;
-    bool bwd_given = false;
-    std::vector<std::pair<int, StageCost>> costs;
-    for (size_t i = 0; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        std::string v;
-        auto value = [&]() -> Status {
-            if (i + 1 >= args.size()) {
-                return bad(a + " needs a value");
-            }
-            v = args[++i];
-            return Status::ok();
-        };
-        auto intArg = [&](int64_t lo, int64_t hi, int* out) -> Status {
-            ATLAS_RETURN_IF_ERROR(value());
-            auto r = parseInt(a, v, lo, hi);
-            if (!r) {
-                return r.status();
-            }
-            *out = static_cast<int>(r.value());
-            return Status::ok();
-        };
-        if (a == "-h" || a == "--help") {
-            c.help = true;
-            return c;
-        } else if (a == "-D" || a == "--pipelines") {
-            ATLAS_RETURN_IF_ERROR(intArg(1, 64, &c.pipelines));
-        } else if (a == "-P" || a == "--stages") {
-            ATLAS_RETURN_IF_ERROR(intArg(1, 64, &c.stages));
-        } else if (a == "-M" || a == "--microbatches") {
-            ATLAS_RETURN_IF_ERROR(intArg(1, 32, &c.microbatches));
-        } else if (a == "--iterations") {
-            ATLAS_RETURN_IF_ERROR(intArg(1, 100000, &c.iterations));
-        } else if (a == "--warmup") {
-            ATLAS_RETURN_IF_ERROR(intArg(0, 100000, &c.warmup));
-        } else if (a == "--schedule") {
-            ATLAS_RETURN_IF_ERROR(value());
-            if (v == "gpipe") {
-                c.schedule = Schedule::kGpipe;
-            } else if (v == "1f1b") {
-                c.schedule = Schedule::k1f1b;
-            } else {
-                return bad("--schedule='" + v + "': expected gpipe or 1f1b");
-            }
-        } else if (a == "--fwd-ms") {
-            ATLAS_RETURN_IF_ERROR(value());
-            auto r = parseMs(a, v);
-            if (!r) {
-                return r.status();
-            }
-            c.fwd_ns = r.value();
-        } else if (a == "--bwd-ms") {
-            ATLAS_RETURN_IF_ERROR(value());
-            auto r = parseMs(a, v);
-            if (!r) {
-                return r.status();
-            }
-            c.bwd_ns = r.value();
-            bwd_given = true;
-        } else if (a == "--stage-ms") {
-            ATLAS_RETURN_IF_ERROR(value());
-            const size_t c1 = v.find(':');
-            const size_t c2 = c1 == std::string::npos ? c1 : v.find(':', c1 + 1);
-            if (c2 == std::string::npos) {
-                return bad("--stage-ms='" + v + "': expected STAGE:FWD_MS:BWD_MS");
-            }
-            auto s = parseInt(a, v.substr(0, c1), 0, 63);
-            auto f = parseMs(a, v.substr(c1 + 1, c2 - c1 - 1));
-            auto b = parseMs(a, v.substr(c2 + 1));
-            if (!s || !f || !b) {
-                return bad("--stage-ms='" + v + "': expected STAGE:FWD_MS:BWD_MS");
-            }
-            costs.push_back({static_cast<int>(s.value()), {f.value(), b.value()}});
-        } else if (a == "--act-bytes" || a == "--grad-bytes") {
-            ATLAS_RETURN_IF_ERROR(value());
-            auto r = parseBytes(v);
-            if (!r) {
-                return r.status();
-            }
-            (a == "--act-bytes" ? c.act_bytes : c.grad_bytes) = r.value();
-        } else if (a == "--netns") {
-            ATLAS_RETURN_IF_ERROR(value());
-            c.stage_netns.clear();
-            std::stringstream ss(v);
-            std::string item;
-            while (std::getline(ss, item, ',')) {
-                if (item.empty()) {
-                    return bad("--netns='" + v + "': empty namespace name");
-                }
-                c.stage_netns.push_back(item);
-            }
-        } else if (a == "--plugin") {
-            ATLAS_RETURN_IF_ERROR(value());
-            c.plugin = v;
-        } else if (a == "--env") {
-            ATLAS_RETURN_IF_ERROR(value());
-            EnvSetting e;
-            ATLAS_RETURN_IF_ERROR(parseKeyValue(a, v, &e));
-            c.env.push_back(e);
-        } else if (a == "--stage-env" || a == "--pipeline-env") {
-            ATLAS_RETURN_IF_ERROR(value());
-            const size_t colon = v.find(':');
-            if (colon == std::string::npos) {
-                return bad(a + "='" + v + "': expected N:KEY=VALUE");
-            }
-            auto n = parseInt(a, v.substr(0, colon), 0, 63);
-            if (!n) {
-                return n.status();
-            }
-            EnvSetting e;
-            ATLAS_RETURN_IF_ERROR(parseKeyValue(a, v.substr(colon + 1), &e));
-            (a == "--stage-env" ? e.stage : e.pipeline) = static_cast<int>(n.value());
-            c.env.push_back(e);
-        } else if (a == "--stage-cpus") {
-            ATLAS_RETURN_IF_ERROR(value());
-            const size_t colon = v.find(':');
-            if (colon == std::string::npos) {
-                return bad(a + "='" + v + "': expected STAGE:CPU-LIST");
-            }
-            auto n = parseInt(a, v.substr(0, colon), 0, 63);
-            if (!n) {
-                return n.status();
-            }
-            auto cpus = parseCpuList(a, v.substr(colon + 1));
-            if (!cpus) {
-                return cpus.status();
-            }
-            c.stage_cpus.push_back({static_cast<int>(n.value()), cpus.value()});
-        } else if (a == "--compute") {
-            ATLAS_RETURN_IF_ERROR(value());
-            c.stage_compute.clear();
-            std::stringstream ss(v);
-            std::string item;
-            while (std::getline(ss, item, ',')) {
-                if (item == "spin") {
-                    c.stage_compute.push_back(Compute::kSpin);
-                } else if (item == "yield") {
-                    c.stage_compute.push_back(Compute::kYield);
-                } else if (item == "sleep") {
-                    c.stage_compute.push_back(Compute::kSleep);
-                } else if (item == "cuda") {
-                    c.stage_compute.push_back(Compute::kCuda);
-                } else {
-                    return bad("--compute='" + v +
-                               "': expected spin, yield, sleep or cuda (or a list)");
-                }
-            }
-            if (c.stage_compute.empty() || v.back() == ',') {
-                return bad("--compute='" + v +
-                           "': expected spin, yield, sleep or cuda (or a list)");
-            }
-            c.compute = c.stage_compute.front();
-        } else if (a == "--cuda-ns-per-gemm") {
-            ATLAS_RETURN_IF_ERROR(value());
-            char* end = nullptr;
-            c.cuda_ns_per_gemm = std::strtod(v.c_str(), &end);
-            if (v.empty() || *end != 0 || !std::isfinite(c.cuda_ns_per_gemm) ||
-                c.cuda_ns_per_gemm <= 0 || c.cuda_ns_per_gemm > 1e9) {
-                return bad("--cuda-ns-per-gemm='" + v + "': expected nanoseconds in (0, 1e9]");
-            }
-        } else if (a == "--recv-post") {
-            ATLAS_RETURN_IF_ERROR(value());
-            if (v == "ahead") {
-                c.recv_post = RecvPost::kAhead;
-            } else if (v == "needed") {
-                c.recv_post = RecvPost::kNeeded;
-            } else {
-                return bad("--recv-post='" + v + "': expected ahead or needed");
-            }
-        } else if (a == "--no-barrier") {
-            c.barrier = false;
-        } else if (a == "--no-traffic-class") {
-            c.traffic_class = false;
-        } else if (a == "--dev") {
-            ATLAS_RETURN_IF_ERROR(intArg(0, 1024, &c.dev));
-        } else if (a == "--timeout") {
-            ATLAS_RETURN_IF_ERROR(intArg(1, 86400, &c.timeout_s));
-        } else if (a == "--label") {
-            ATLAS_RETURN_IF_ERROR(value());
-            c.label = v;
-        } else if (a == "--json") {
-            ATLAS_RETURN_IF_ERROR(value());
-            c.json_path = v;
-        } else if (a == "--trace") {
-            ATLAS_RETURN_IF_ERROR(value());
-            c.trace_path = v;
-        } else if (a == "--quiet") {
-            c.quiet = true;
-        } else {
-            return bad("unknown option '" + a + "' (see --help)");
-        }
-    }
-    if (!bwd_given) {
-        c.bwd_ns = 2 * c.fwd_ns;
-    }
-    if (!costs.empty()) {
+    if (!c.stage_ms.empty()) {
         c.stage_costs.assign(static_cast<size_t>(c.stages), StageCost{});
-        for (auto& [s, cost] : costs) {
-            if (s >= c.stages) {
-                return bad("--stage-ms for stage " + std::to_string(s) + " but --stages is " +
-                           std::to_string(c.stages));
-            }
-            c.stage_costs[static_cast<size_t>(s)] = cost;
+    }
+    for (const StageMs& s : c.stage_ms) {
+        if (s.stage >= c.stages) {
+            p.errors.push_back("--stage-ms for stage " + std::to_string(s.stage) +
+                               " but --stages is " + std::to_string(c.stages));
+        } else {
+            c.stage_costs[static_cast<size_t>(s.stage)] = s.cost;
         }
     }
     for (const StageCpus& sc : c.stage_cpus) {
         if (sc.stage >= c.stages) {
-            return bad("--stage-cpus names stage " + std::to_string(sc.stage) +
-                       " but --stages is " + std::to_string(c.stages));
+            p.errors.push_back("--stage-cpus names stage " + std::to_string(sc.stage) +
+                               " but --stages is " + std::to_string(c.stages));
         }
     }
     for (const EnvSetting& e : c.env) {
         if (e.stage >= c.stages || e.pipeline >= c.pipelines) {
-            return bad("--stage-env/--pipeline-env names a stage or pipeline that does not exist");
+            p.errors.push_back(
+                "--stage-env/--pipeline-env names a stage or pipeline that does not exist");
         }
     }
-    if (c.act_bytes == 0) {
-        return bad("--act-bytes must be positive");
-    }
     if (c.pipelines * c.stages > 256) {
-        return bad("at most 256 stage processes");
+        p.errors.push_back("at most 256 stage processes");
     }
+    ATLAS_RETURN_IF_ERROR(p.status());
     return c;
 }
 

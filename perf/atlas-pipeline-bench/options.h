@@ -1,14 +1,18 @@
 // atlas-pipeline-bench configuration and command line (docs/arbitration.md, "Pipeline
-// benchmark"). Pure parsing, no I/O.
+// benchmark"): one options table (options.cc) that also produces --help and the docs' flag
+// table. Pure parsing, no I/O.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "atlas/common/clock.h"
+#include "atlas/common/env.h"
 #include "atlas/common/status.h"
+#include "options/table.h"
 
 namespace atlas::pipebench {
 
@@ -31,6 +35,7 @@ const char* recvPostName(RecvPost r);
 struct StageCost {
     Nanos fwd_ns = 0;
     Nanos bwd_ns = 0;
+    bool operator==(const StageCost&) const = default;
 };
 
 // An environment variable for some of the stage processes (-1 = any).
@@ -39,16 +44,25 @@ struct EnvSetting {
     int pipeline = -1;
     std::string key;
     std::string value;
+    bool operator==(const EnvSetting&) const = default;
 };
 
 // CPUs one stage process is pinned to (sched_setaffinity), for every pipeline.
 struct StageCpus {
     int stage = 0;
     std::vector<int> cpus;
+    bool operator==(const StageCpus&) const = default;
 };
 
 // "0-2,5" -> {0, 1, 2, 5}. Errors name the flag.
 Result<std::vector<int>> parseCpuList(const std::string& flag, const std::string& text);
+
+// --stage-ms S:F:B: stage S computes F ms forward, B ms backward.
+struct StageMs {
+    int stage = 0;
+    StageCost cost;
+    bool operator==(const StageMs&) const = default;
+};
 
 struct BenchConfig {
     int pipelines = 4;     // D: data-parallel replicas, one pipeline each
@@ -57,9 +71,11 @@ struct BenchConfig {
     int iterations = 5;    // measured
     int warmup = 1;        // run first, not measured
     Schedule schedule = Schedule::kGpipe;
-    Nanos fwd_ns = 20 * kNsPerMs;  // per micro-batch, unless stage_costs says otherwise
-    Nanos bwd_ns = 40 * kNsPerMs;
-    std::vector<StageCost> stage_costs;    // empty, or one per stage
+    Nanos fwd_ns = 20 * kNsPerMs;          // per micro-batch, unless stage_costs says otherwise
+    Nanos bwd_ns = 40 * kNsPerMs;          // after parsing: --bwd-ms, else 2 x fwd_ns
+    std::optional<Nanos> bwd_flag_ns;      // --bwd-ms as given
+    std::vector<StageMs> stage_ms;         // --stage-ms as given
+    std::vector<StageCost> stage_costs;    // empty, or one per stage (from stage_ms)
     uint64_t act_bytes = 4ull << 20;       // activation per micro-batch, stage s -> s+1
     uint64_t grad_bytes = 0;               // gradient per micro-batch, s+1 -> s; 0 = act_bytes
     std::vector<std::string> stage_netns;  // per stage: /run/netns name or path; empty = none
@@ -85,13 +101,14 @@ struct BenchConfig {
     uint64_t gradBytes() const { return grad_bytes == 0 ? act_bytes : grad_bytes; }
 };
 
-Result<BenchConfig> parseArgs(const std::vector<std::string>& args);
+// The flag registry (options/table.h).
+const options::Table<BenchConfig>& optionTable();
+// argv without the program name; `env` (ATLAS_PLUGIN for --plugin) when given. Every
+// problem is reported at once.
+Result<BenchConfig> parseArgs(const std::vector<std::string>& args, const EnvLookup& env = {});
+std::string usageText();
 // The --compute list as given ("cuda,spin"), for tables and JSON.
 std::string computeText(const BenchConfig& cfg);
-const char* usageText();
-
-// "4M" -> 4194304; "1.5M" is rejected (integers only). Binary suffixes K, M, G.
-Result<uint64_t> parseBytes(const std::string& text);
 
 // trafficClass = pipeline * 256 + stage * 2 + direction (the plugin's documented encoding).
 int trafficClassOf(int pipeline, int stage, int direction);

@@ -1,6 +1,6 @@
-// Command-line options of atlas-wanem: parsing, validation (every flag has a documented
-// accepted range) and the derivation of each direction's PipelineConfig. Pure: no I/O, so
-// the flag rules are unit-tested.
+// Command-line options of atlas-wanem: one options table (every flag with its accepted range,
+// default and doc; options.cc), validation and the derivation of each direction's
+// PipelineConfig. Pure: no I/O, so the flag rules are unit-tested.
 //
 // Per-direction flags take "V" (both directions) or "AB:BA" (A->B then B->A). Per-path
 // lists take one such value per path, comma-separated: --path-rate-mbit 1000,1000,250:500.
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "atlas/common/status.h"
+#include "options/table.h"
 #include "perf/atlas-wanem/pipeline.h"
 
 namespace atlas::wanem {
@@ -59,6 +60,9 @@ struct Options {
     std::string stats_path;  // empty: stdout
     std::string ready_file;  // written once both devices exist and threads run
 };
+
+// The flag registry (options/table.h): parsing, --help and docs/wan.md's flag table.
+const options::Table<Options>& optionTable();
 
 // Parses argv[1..argc). Errors name the flag, the bad value and the accepted range.
 Result<Options> parseOptions(int argc, const char* const* argv);

@@ -2,7 +2,9 @@
 // (the flags the bubble and non-interference experiments depend on), and their errors.
 #include <gtest/gtest.h>
 
+#include "options/help.h"
 #include "perf/atlas-pipeline-bench/options.h"
+#include "support/doc_blocks.h"
 
 namespace atlas::pipebench {
 namespace {
@@ -21,7 +23,10 @@ TEST(PipelineBenchOptions, RecvPostDefaultsToAheadAndAcceptsNeeded) {
     EXPECT_STREQ(recvPostName(n->recv_post), "needed");
     auto bad = parse({"--recv-post", "later"});
     ASSERT_FALSE(bad.isOk());
-    EXPECT_NE(bad.status().message().find("expected ahead or needed"), std::string::npos);
+    EXPECT_NE(
+        bad.status().message().find("--recv-post='later' is invalid: expected one of ahead|needed"),
+        std::string::npos)
+        << bad.status().message();
 }
 
 TEST(PipelineBenchOptions, StageCpusParsesListsAndRanges) {
@@ -53,6 +58,49 @@ TEST(PipelineBenchOptions, CpuListParser) {
     EXPECT_EQ(r.value(), (std::vector<int>{0, 1, 2, 5}));
     EXPECT_FALSE(parseCpuList("--x", "").isOk());
     EXPECT_FALSE(parseCpuList("--x", "5000").isOk());
+}
+
+TEST(PipelineBenchOptions, DefaultsDerivedAndStrictNumbers) {
+    auto d = parse({"--fwd-ms", "7.5"});
+    ASSERT_TRUE(d.isOk()) << d.status().toString();
+    EXPECT_EQ(d->bwd_ns, 15 * kNsPerMs);  // 2 x fwd unless --bwd-ms
+    auto b = parse({"--fwd-ms", "10", "--bwd-ms", "0"});
+    ASSERT_TRUE(b.isOk());
+    EXPECT_EQ(b->bwd_ns, 0);
+    auto s = parse({"-P", "3", "--stage-ms", "2:5:6", "-D=2", "--act-bytes", "64KiB"});
+    ASSERT_TRUE(s.isOk()) << s.status().toString();
+    EXPECT_EQ(s->pipelines, 2);
+    EXPECT_EQ(s->act_bytes, 64u * 1024);
+    EXPECT_EQ(s->cost(2).fwd_ns, 5 * kNsPerMs);
+    EXPECT_EQ(s->cost(0).fwd_ns, 20 * kNsPerMs);
+    // strtod accepted these; the options layer does not.
+    for (const char* bad : {"0x10", " 5", "5 ", "1e400", "inf", "5ms"}) {
+        EXPECT_FALSE(parse({"--fwd-ms", bad}).isOk()) << bad;
+    }
+    auto all = parse({"-D", "0", "--act-bytes", "2G", "--compute", "burn"});
+    ASSERT_FALSE(all.isOk());
+    for (const char* part : {"-D='0' is out of range", "--act-bytes='2G' is out of range",
+                             "--compute='burn' is invalid"}) {
+        EXPECT_NE(all.status().message().find(part), std::string::npos) << all.status().message();
+    }
+}
+
+TEST(PipelineBenchOptions, PluginFromTheEnvironmentUnlessGiven) {
+    auto env = [](const char* k) -> const char* {
+        return std::string(k) == "ATLAS_PLUGIN" ? "/env/plugin.so" : nullptr;
+    };
+    auto e = parseArgs({}, env);
+    ASSERT_TRUE(e.isOk());
+    EXPECT_EQ(e->plugin, "/env/plugin.so");
+    auto f = parseArgs({"--plugin", "/flag/plugin.so"}, env);
+    ASSERT_TRUE(f.isOk());
+    EXPECT_EQ(f->plugin, "/flag/plugin.so");
+}
+
+TEST(PipelineBenchOptions, DocsFlagTableIsTheRegistry) {
+    EXPECT_TRUE(
+        atlas::testing::docBlockMatches(std::string(ATLAS_SOURCE_DIR) + "/docs/arbitration.md",
+                                        "atlas-pipeline-bench", options::markdown(optionTable())));
 }
 
 }  // namespace

@@ -198,7 +198,7 @@ TEST(WanScripts, RejectsBadConfigsBeforeCreatingAnything) {
     Testbed tb;
     const fs::path conf = tb.runDir().string() + "-bad.conf";
     for (const auto& [text, needle] : std::vector<std::pair<std::string, std::string>>{
-             {"all rtt_ms=50 rate_mbit=-3\n", "--rate-mbit: invalid value '-3'"},
+             {"all rtt_ms=50 rate_mbit=-3\n", "--rate-mbit='-3' is out of range"},
              {"all rtt_ms=50 colour=blue\n", "unknown link key 'colour'"},
              {"dcs=2\ndc0 dc5 rtt_ms=5\n", "needs dc5"},
              {"dcs=1\nall rtt_ms=5\n", "dcs must be 2..16"},

@@ -8,8 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "options/help.h"
 #include "perf/atlas-wanem/options.h"
 #include "perf/atlas-wanem/stats.h"
+#include "support/doc_blocks.h"
 
 namespace atlas::wanem {
 namespace {
@@ -86,7 +88,10 @@ TEST(WanemOptions, RingSizeFollowsTheLink) {
 }
 
 TEST(WanemOptions, EveryRangeIsEnforced) {
-    expectError({"--delay-ms", "-1"}, "--delay-ms: invalid value '-1'; accepted: 0..10000 ms");
+    expectError({"--delay-ms", "-1"},
+                "--delay-ms='-1' is out of range: expected 0..10000, as V or A2B:B2A");
+    expectError({"--delay-ms", "1x"}, "--delay-ms='1x' is invalid");
+    expectError({"--hash-seed", "0x10"}, "--hash-seed='0x10' is invalid");  // strict: no hex
     expectError({"--delay-ms", "10001"}, "--delay-ms");
     expectError({"--delay-ms", "nan"}, "--delay-ms");
     expectError({"--delay-ms", "5:"}, "--delay-ms");
@@ -141,12 +146,28 @@ TEST(WanemOptions, HelpDocumentsEveryFlag) {
           "--hash-seed",  "--seed",           "--mtu",           "--txqueuelen", "--timer-slack-ns",
           "--spin-us",    "--batch",          "--rt-priority",   "--ring-mb",    "--stats",
           "--ready-file", "--check",          "--help",          "--version"}) {
-        EXPECT_NE(h.find(std::string("  ") + flag + " "), std::string::npos) << flag;
+        EXPECT_TRUE(h.find(std::string("  ") + flag + " ") != std::string::npos ||
+                    h.find(std::string(", ") + flag + " ") != std::string::npos)
+            << flag;
     }
     for (size_t start = 0, end; start < h.size(); start = end + 1) {
         end = h.find('\n', start);
         EXPECT_LE(end - start, 100u) << h.substr(start, end - start);
     }
+}
+
+TEST(WanemOptions, EveryProblemIsReportedAtOnce) {
+    auto r = parse({"--mtu", "100", "--loss", "2", "--bogus"});
+    ASSERT_FALSE(r.isOk());
+    for (const char* part : {"--mtu='100' is out of range", "--loss='2' is out of range",
+                             "unknown option '--bogus'"}) {
+        EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status().message();
+    }
+}
+
+TEST(WanemOptions, DocsFlagTableIsTheRegistry) {
+    EXPECT_TRUE(atlas::testing::docBlockMatches(std::string(ATLAS_SOURCE_DIR) + "/docs/wan.md",
+                                                "atlas-wanem", options::markdown(optionTable())));
 }
 
 TEST(WanemStats, JsonHasCountersPerDirectionAndPath) {
