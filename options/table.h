@@ -210,13 +210,10 @@ Option<Config> makeOption(std::string_view name, const char* field, const char* 
         }
     };
     o.show = [access](const Config& c) { return Kind::format(access(c)); };
+    // Compared as shown: what the effective-value log would print (and no operator== needed).
     o.is_default = [access](const Config& c) {
         static const Config kDefaults{};
-        if constexpr (requires { access(c) == access(kDefaults); }) {
-            return access(c) == access(kDefaults);
-        } else {
-            return false;  // not comparable: always reported
-        }
+        return Kind::format(access(c)) == Kind::format(access(kDefaults));
     };
     return o;
 }

@@ -191,20 +191,26 @@ std::string quote(std::string_view text) {
 }
 
 size_t editDistance(std::string_view a, std::string_view b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) {
-        row[j] = j;
+    // Optimal string alignment: insertions, deletions, substitutions and transpositions of
+    // neighbours (the typo "--itres" is one edit from "--iters").
+    const size_t n = b.size() + 1;
+    std::vector<size_t> prev2(n), prev(n), cur(n);
+    for (size_t j = 0; j < n; ++j) {
+        prev[j] = j;
     }
     for (size_t i = 1; i <= a.size(); ++i) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= b.size(); ++j) {
-            const size_t up = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diag = up;
+        cur[0] = i;
+        for (size_t j = 1; j < n; ++j) {
+            const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+                cur[j] = std::min(cur[j], prev2[j - 2] + 1);
+            }
         }
+        prev2.swap(prev);
+        prev.swap(cur);
     }
-    return row[b.size()];
+    return prev[b.size()];
 }
 
 std::string_view nearestName(std::string_view name, const std::vector<std::string_view>& known) {

@@ -43,7 +43,8 @@ std::vector<std::string_view> split(std::string_view text, char sep);
 // Text for a message: quoted, cut to 80 bytes, control bytes shown as '?'.
 std::string quote(std::string_view text);
 
-// Levenshtein distance (insertions, deletions, substitutions), for "did you mean".
+// Edit distance (insertions, deletions, substitutions, swaps of neighbours), for "did you
+// mean".
 size_t editDistance(std::string_view a, std::string_view b);
 // The candidate closest to `name` when it is close enough to be a likely typo (distance at
 // most 1 for names up to 8 characters, 2 up to 16, else 3), else "". Ties: the first.

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "options/env.h"
 #include "perf/atlas-net-perf/bench.h"
 #include "perf/atlas-net-perf/report.h"
 
@@ -62,14 +63,11 @@ std::string executableDir() {
     return slash == std::string::npos ? "." : p.substr(0, slash);
 }
 
-// --plugin, then $ATLAS_PLUGIN, then the build tree's .so relative to this executable
-// (<build>/perf/atlas-net-perf/atlas-net-perf -> <build>/plugin/libnccl-net-atlas.so).
+// --plugin (or $ATLAS_PLUGIN, read by the options table), then the build tree's .so relative
+// to this executable (<build>/perf/atlas-net-perf/atlas-net-perf -> <build>/plugin/...).
 std::string resolvePlugin(const Options& o) {
     if (!o.plugin.empty()) {
         return o.plugin;
-    }
-    if (const char* env = std::getenv("ATLAS_PLUGIN"); env != nullptr && env[0] != '\0') {
-        return env;
     }
     std::string rel = executableDir() + "/../../plugin/libnccl-net-atlas.so";
     char real[PATH_MAX];
@@ -369,14 +367,15 @@ int main(int argc, char** argv) {
     // Every socket write uses MSG_NOSIGNAL, but a peer dying must never kill this process.
     signal(SIGPIPE, SIG_IGN);
     std::vector<std::string> args(argv + 1, argv + argc);
-    atlas::Result<Options> opts = parseOptions(args);
+    atlas::options::warnUnknownEnv("atlas-net-perf");
+    atlas::Result<Options> opts = parseOptions(args, atlas::processEnv());
     if (!opts.isOk()) {
         std::fprintf(stderr, "atlas-net-perf: %s\n(see atlas-net-perf --help)\n",
                      opts.status().message().c_str());
         return 2;
     }
     if (opts->help) {
-        std::fputs(usage(), stdout);
+        std::fputs(usage().c_str(), stdout);
         return 0;
     }
     const std::string plugin = resolvePlugin(*opts);

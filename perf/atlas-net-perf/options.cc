@@ -3,32 +3,19 @@
 #include <cctype>
 #include <limits>
 
+#include "options/help.h"
+
 namespace atlas::netperf {
 
 namespace {
+
+using namespace options::kinds;
 
 Status bad(const std::string& msg) {
     return Status(Code::kInvalidArgument, msg);
 }
 
-Result<int> parsePositiveInt(const std::string& what, const std::string& text, int min, int max) {
-    if (text.empty() || text.size() > 9) {
-        return bad(what + ": expected an integer in " + std::to_string(min) + ".." +
-                   std::to_string(max) + ", got '" + text + "'");
-    }
-    long v = 0;
-    for (char c : text) {
-        if (c < '0' || c > '9') {
-            return bad(what + ": expected an integer, got '" + text + "'");
-        }
-        v = v * 10 + (c - '0');
-    }
-    if (v < min || v > max) {
-        return bad(what + ": " + text + " is outside " + std::to_string(min) + ".." +
-                   std::to_string(max));
-    }
-    return static_cast<int>(v);
-}
+constexpr uint64_t kMaxMessage = uint64_t{1} << 30;  // the plugin ABI reports sizes as int
 
 bool validEnvKey(const std::string& k) {
     if (k.empty() || (std::isdigit(static_cast<unsigned char>(k[0])) != 0)) {
@@ -42,59 +29,118 @@ bool validEnvKey(const std::string& k) {
     return true;
 }
 
+// --config NAME:K=V,...
+struct ConfigKind : Base {
+    using Value = ConfigSpec;
+    static constexpr const char* kType = "config";
+    static std::optional<ConfigSpec> parse(std::string_view t) {
+        auto c = parseConfig(std::string(t));
+        return c.isOk() ? std::optional<ConfigSpec>(c.value()) : std::nullopt;
+    }
+    static std::string accepted(int, int) {
+        return "NAME:K=V,... (NAME printable, no spaces or commas; 'raw' or 'raw=N' for plain "
+               "TCP)";
+    }
+    static std::string format(const ConfigSpec& c) { return c.name; }
+};
+
+// HOST:PORT, kept as written (server mode listens on it, so "*:PORT" is allowed).
+struct BootstrapKind : String {
+    static constexpr const char* kType = "address";
+    static std::optional<std::string> parse(std::string_view t) {
+        const auto hp = options::parseHostPort(t);
+        return hp && hp->port != 0 ? std::optional<std::string>(std::string(t)) : std::nullopt;
+    }
+    static std::string accepted(int, int) { return "HOST:PORT or [IPV6]:PORT with PORT 1..65535"; }
+};
+
+using DirectionKind = NamedEnum<Direction, &directionName, Direction::kUni, Direction::kBidir>;
+
+#define ATLAS_NETPERF_OPTIONS(X)                                                                   \
+    X("--sizes", List<Size>, plan.sizes, 0, kMaxMessage, "LIST",                                   \
+      "message sizes in bytes, e.g. 8,1K,64K,1M,64M (K, M, G binary; at most 1G: the plugin ABI "  \
+      "reports sizes as int). Default sweep: 8,1K,64K,1M,16M,64M; with --latency: 8")              \
+    X("--min", Size, sweep_min, 0, kMaxMessage, "S",                                               \
+      "geometric sweep from S (with --max, --factor)")                                             \
+    X("--max", Size, sweep_max, 0, kMaxMessage, "S", "geometric sweep up to S")                    \
+    X("--factor", Uint, sweep_factor, 2, kMaxMessage, "F",                                         \
+      "geometric sweep: min, min*F, ... <= max")                                                   \
+    X("--iters", Uint, plan.iters, 1, 100000000, "N", "timed messages per size")                   \
+    X("--warmup", Uint, plan.warmup, 0, 100000000, "N",                                            \
+      "untimed messages per size before the barrier")                                              \
+    X("--window", Uint, plan.window, 1, 32, "W",                                                   \
+      "messages in flight per direction (8 is NCCL's NCCL_STEPS; 32 is the ABI's request limit)")  \
+    X("--direction", DirectionKind, plan.direction, 0, 0, "DIR",                                   \
+      "uni: client -> server; bidir: both directions at once, each with its own window")           \
+    X("--latency", SetTo<Measure::kLatency>, plan.measure, 0, 0, "",                               \
+      "ping-pong: the client sends size bytes, the server sends them back; every round trip is "   \
+      "one sample (p50/p99/mean)")                                                                 \
+    X("--check", Switch, plan.check, 0, 0, "",                                                     \
+      "fill every message with a position-dependent pattern and verify every received byte "       \
+      "(slower, inside the timed region; for correctness runs)")                                   \
+    X("--dev", Uint, plan.dev, 0, 1024, "N", "plugin device index")                                \
+    X("--plugin", Path, plugin, 0, 0, "PATH",                                                      \
+      "the plugin (default: ../../plugin/libnccl-net-atlas.so next to this executable)")           \
+    X("--raw-tcp", Switch, raw_tcp, 0, 0, "",                                                      \
+      "plain TCP sockets instead of the plugin: --streams connections, each message split "        \
+      "evenly across them (as NCCL's socket transport), one thread per stream and direction")      \
+    X("--streams", Uint, plan.raw_streams, 1, 64, "N", "streams of --raw-tcp")                     \
+    X("--config", Repeat<ConfigKind>, configs, 0, 0, "NAME:K=V,...",                               \
+      "(local) run the sweep once per configuration in fresh processes with these environment "    \
+      "variables set before the plugin loads; NAME: alone changes nothing; raw or raw=N makes it " \
+      "plain TCP with N streams. Example: --config atlas: --config one:ATLAS_NSTREAMS=1 --config " \
+      "tcp:raw")                                                                                   \
+    X("--baseline", String, baseline, 0, 0, "NAME",                                                \
+      "the configuration the ratio column refers to (default: the first)")                         \
+    X("--bootstrap", BootstrapKind, bootstrap, 0, 0, "HOST:PORT",                                  \
+      "(server, client) the plain TCP connection that carries handles, the plan and barriers")     \
+    X("--json", Path, json_path, 0, 0, "FILE", "also write the results as JSON")                   \
+    X("--timeout", Uint, timeout_s, 1, 100000000, "SEC",                                           \
+      "bound on one configuration's run: every wait in both processes has this deadline")          \
+    X("--server-netns", Path, server_netns, 0, 0, "NAME",                                          \
+      "(local) setns() the server into /run/netns/NAME")                                           \
+    X("--client-netns", Path, client_netns, 0, 0, "NAME",                                          \
+      "(local) setns() the client into /run/netns/NAME")                                           \
+    X("--raw-host", String, raw_host, 0, 0, "ADDR",                                                \
+      "address the raw-TCP server advertises (default 127.0.0.1, with --server-netns the "         \
+      "ATLAS_SOCKET_IFNAME address in the namespace; server mode: the bootstrap's address)")       \
+    X("--quiet", Switch, quiet, 0, 0, "", "only the final table")                                  \
+    X("--help", Switch, help, 0, 0, "", "this text")
+
+#define ATLAS_NETPERF_ALIASES(X) \
+    X("-h", "--help", false)     \
+    X("ATLAS_PLUGIN", "--plugin", false)
+
+constexpr const char* kPreamble =
+    R"(atlas-net-perf: bandwidth and latency of libnccl-net-atlas.so, driven like NCCL does.
+
+Usage:
+  atlas-net-perf local  [options]                     fork a server and a client process
+  atlas-net-perf server --bootstrap HOST:PORT [opts]  wait for one client on HOST:PORT
+  atlas-net-perf client --bootstrap HOST:PORT [opts]  connect to the server and measure
+
+Options:
+)";
+
 }  // namespace
 
 Result<size_t> parseSize(const std::string& text, size_t max) {
-    if (text.empty() || text.size() > 32) {
-        return bad("size: empty or too long: '" + text + "'");
+    const auto v = options::parseSize(text);
+    if (!v) {
+        return bad("size " + options::quote(text) +
+                   " is invalid: expected bytes with an optional K, M or G suffix");
     }
-    size_t i = 0;
-    uint64_t v = 0;
-    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) != 0) {
-        uint64_t d = static_cast<uint64_t>(text[i] - '0');
-        if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) {
-            return bad("size: overflow in '" + text + "'");
-        }
-        v = v * 10 + d;
-        ++i;
+    if (*v > max) {
+        return bad("size " + options::quote(text) + " exceeds the limit of " + std::to_string(max) +
+                   " B");
     }
-    if (i == 0) {
-        return bad("size: expected digits in '" + text + "'");
-    }
-    std::string suffix = text.substr(i);
-    for (char& c : suffix) {
-        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    }
-    unsigned shift = 0;
-    if (suffix.empty() || suffix == "B") {
-        shift = 0;
-    } else if (suffix == "K" || suffix == "KB" || suffix == "KIB") {
-        shift = 10;
-    } else if (suffix == "M" || suffix == "MB" || suffix == "MIB") {
-        shift = 20;
-    } else if (suffix == "G" || suffix == "GB" || suffix == "GIB") {
-        shift = 30;
-    } else {
-        return bad("size: unknown suffix in '" + text + "' (use K, M or G)");
-    }
-    if (v > (std::numeric_limits<uint64_t>::max() >> shift)) {
-        return bad("size: overflow in '" + text + "'");
-    }
-    v <<= shift;
-    if (v > max) {
-        return bad("size: '" + text + "' exceeds the limit of " + std::to_string(max) + " B");
-    }
-    return static_cast<size_t>(v);
+    return static_cast<size_t>(*v);
 }
 
 Result<std::vector<size_t>> parseSizeList(const std::string& text) {
     std::vector<size_t> out;
-    size_t start = 0;
-    while (start <= text.size()) {
-        size_t comma = text.find(',', start);
-        std::string item =
-            text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        Result<size_t> s = parseSize(item);
+    for (std::string_view item : options::split(text, ',')) {
+        Result<size_t> s = parseSize(std::string(item));
         if (!s.isOk()) {
             return s.status();
         }
@@ -102,10 +148,6 @@ Result<std::vector<size_t>> parseSizeList(const std::string& text) {
         if (out.size() > 256) {
             return bad("--sizes: more than 256 sizes");
         }
-        if (comma == std::string::npos) {
-            break;
-        }
-        start = comma + 1;
     }
     return out;
 }
@@ -160,12 +202,12 @@ Result<ConfigSpec> parseConfig(const std::string& text) {
             c.kind = Kind::kRawTcp;
             c.raw_streams = 1;
         } else if (item.rfind("raw=", 0) == 0) {
-            Result<int> n = parsePositiveInt("--config raw=N", item.substr(4), 1, 64);
-            if (!n.isOk()) {
-                return n.status();
+            const auto n = options::parseUnsigned(item.substr(4));
+            if (!n || *n < 1 || *n > 64) {
+                return bad("--config raw=N: expected N in 1..64, got '" + item.substr(4) + "'");
             }
             c.kind = Kind::kRawTcp;
-            c.raw_streams = *n;
+            c.raw_streams = static_cast<int>(*n);
         } else {
             size_t eq = item.find('=');
             if (eq == std::string::npos || !validEnvKey(item.substr(0, eq))) {
@@ -185,231 +227,84 @@ Result<ConfigSpec> parseConfig(const std::string& text) {
 }
 
 Result<std::pair<std::string, uint16_t>> parseHostPort(const std::string& text) {
-    size_t colon = text.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
-        return bad("expected HOST:PORT, got '" + text + "'");
+    const auto hp = options::parseHostPort(text);
+    if (!hp || hp->port == 0) {
+        return bad("expected HOST:PORT with PORT 1..65535, got " + options::quote(text));
     }
-    std::string host = text.substr(0, colon);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-        host = host.substr(1, host.size() - 2);
-    }
-    Result<int> port = parsePositiveInt("port", text.substr(colon + 1), 1, 65535);
-    if (!port.isOk()) {
-        return port.status();
-    }
-    return std::make_pair(host, static_cast<uint16_t>(*port));
+    return std::make_pair(hp->host, hp->port);
 }
 
-const char* usage() {
-    return R"(atlas-net-perf: bandwidth and latency of libnccl-net-atlas.so, driven like NCCL does.
-
-Usage:
-  atlas-net-perf local  [options]                     fork a server and a client process
-  atlas-net-perf server --bootstrap HOST:PORT [opts]  wait for one client on HOST:PORT
-  atlas-net-perf client --bootstrap HOST:PORT [opts]  connect to the server and measure
-
-Sweep:
-  --sizes LIST            e.g. 8,1K,64K,1M,64M (suffixes K/M/G are binary)
-  --min S --max S --factor F   geometric sweep (default: 8,1K,64K,1M,16M,64M)
-  --iters N               timed messages per size (default 20)
-  --warmup N              untimed messages per size first (default 5)
-  --window W              messages in flight per direction (default 8, like NCCL steps)
-  --direction uni|bidir   client->server only, or both ways at once (default uni)
-  --latency               8-byte (or --sizes) ping-pong; reports p50/p99/mean round trip
-  --check                 fill and verify every message (slower; for correctness runs)
-  --dev N                 plugin device index (default 0)
-
-What to measure:
-  --plugin PATH           the plugin .so (default: ../../plugin/libnccl-net-atlas.so next
-                          to this executable, else $ATLAS_PLUGIN)
-  --raw-tcp [--streams N] plain TCP sockets instead of the plugin (N streams, even split)
-  --config NAME:K=V,...   (local, repeatable) run the sweep once per config in fresh
-                          processes with these env vars; 'raw' or 'raw=N' in the list
-                          makes it a plain-TCP config. Example:
-                            --config atlas: --config one:ATLAS_NSTREAMS=1 --config tcp:raw
-  --baseline NAME         ratio column relative to this config (default: the first)
-
-Output and limits:
-  --json FILE             also write the results as JSON
-  --timeout SEC           bound on one configuration's run (default 300)
-  --server-netns NAME     (local) setns() the server into /run/netns/NAME
-  --client-netns NAME     (local) setns() the client into /run/netns/NAME
-  --raw-host ADDR         (local) address the raw-TCP server advertises
-  --quiet                 only the final table
-)";
+const options::Table<Options>& optionTable() {
+    static const auto table =
+        ATLAS_OPTIONS_TABLE(Options, ATLAS_NETPERF_OPTIONS, ATLAS_NETPERF_ALIASES);
+    return table;
 }
 
-Result<Options> parseOptions(const std::vector<std::string>& args) {
-    Options o;
-    if (args.empty()) {
-        return bad("missing mode (local, server or client); see --help");
+std::string usage() {
+    return kPreamble + options::flagHelp(optionTable()) + "\nenvironment:\n" +
+           options::envHelp(optionTable());
+}
+
+Result<Options> parseOptions(const std::vector<std::string>& args, const EnvLookup& env) {
+    options::Parsed<Options> p;
+    if (env) {
+        options::readEnv(optionTable(), env, &p);
     }
-    size_t i = 0;
-    if (args[0] == "--help" || args[0] == "-h") {
-        o.help = true;
-        return o;
-    }
-    if (args[0] == "local") {
-        o.role = Role::kLocal;
-    } else if (args[0] == "server") {
-        o.role = Role::kServer;
-    } else if (args[0] == "client") {
-        o.role = Role::kClient;
-    } else {
-        return bad("unknown mode '" + args[0] + "' (local, server or client)");
-    }
-    ++i;
-    std::string sizes_text;
-    std::string min_text;
-    std::string max_text;
-    std::string factor_text;
-    bool raw = false;
-    int streams = 1;
-    bool streams_given = false;
-    auto value = [&](const std::string& flag) -> Result<std::string> {
-        if (i + 1 >= args.size()) {
-            return bad(flag + " needs a value");
-        }
-        return args[++i];
-    };
-#define NETPERF_VALUE(flag, var)              \
-    do {                                      \
-        Result<std::string> v_ = value(flag); \
-        if (!v_.isOk()) {                     \
-            return v_.status();               \
-        }                                     \
-        var = *v_;                            \
-    } while (0)
-    for (; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        std::string v;
-        if (a == "--help" || a == "-h") {
-            o.help = true;
-        } else if (a == "--sizes") {
-            NETPERF_VALUE(a, sizes_text);
-        } else if (a == "--min") {
-            NETPERF_VALUE(a, min_text);
-        } else if (a == "--max") {
-            NETPERF_VALUE(a, max_text);
-        } else if (a == "--factor") {
-            NETPERF_VALUE(a, factor_text);
-        } else if (a == "--iters" || a == "--warmup" || a == "--window" || a == "--dev" ||
-                   a == "--timeout" || a == "--streams") {
-            NETPERF_VALUE(a, v);
-            int lo =
-                a == "--iters" || a == "--window" || a == "--timeout" || a == "--streams" ? 1 : 0;
-            int hi = a == "--window" ? 32 : a == "--streams" ? 64 : a == "--dev" ? 1024 : 100000000;
-            Result<int> n = parsePositiveInt(a, v, lo, hi);
-            if (!n.isOk()) {
-                return n.status();
-            }
-            if (a == "--iters") {
-                o.plan.iters = *n;
-            } else if (a == "--warmup") {
-                o.plan.warmup = *n;
-            } else if (a == "--window") {
-                o.plan.window = *n;
-            } else if (a == "--dev") {
-                o.plan.dev = *n;
-            } else if (a == "--timeout") {
-                o.timeout_s = *n;
-            } else {
-                streams = *n;
-                streams_given = true;
-            }
-        } else if (a == "--direction") {
-            NETPERF_VALUE(a, v);
-            if (v == "uni") {
-                o.plan.direction = Direction::kUni;
-            } else if (v == "bidir") {
-                o.plan.direction = Direction::kBidir;
-            } else {
-                return bad("--direction: expected uni or bidir, got '" + v + "'");
-            }
-        } else if (a == "--latency") {
-            o.plan.measure = Measure::kLatency;
-        } else if (a == "--check") {
-            o.plan.check = true;
-        } else if (a == "--raw-tcp") {
-            raw = true;
-        } else if (a == "--plugin") {
-            NETPERF_VALUE(a, o.plugin);
-        } else if (a == "--bootstrap") {
-            NETPERF_VALUE(a, o.bootstrap);
-        } else if (a == "--config") {
-            NETPERF_VALUE(a, v);
-            Result<ConfigSpec> c = parseConfig(v);
-            if (!c.isOk()) {
-                return c.status();
-            }
-            for (const ConfigSpec& other : o.configs) {
-                if (other.name == c->name) {
-                    return bad("--config: duplicate name '" + c->name + "'");
-                }
-            }
-            o.configs.push_back(*c);
-        } else if (a == "--baseline") {
-            NETPERF_VALUE(a, o.baseline);
-        } else if (a == "--json") {
-            NETPERF_VALUE(a, o.json_path);
-        } else if (a == "--server-netns") {
-            NETPERF_VALUE(a, o.server_netns);
-        } else if (a == "--client-netns") {
-            NETPERF_VALUE(a, o.client_netns);
-        } else if (a == "--raw-host") {
-            NETPERF_VALUE(a, o.raw_host);
-        } else if (a == "--quiet") {
-            o.quiet = true;
-        } else {
-            return bad("unknown option '" + a + "'; see --help");
-        }
-    }
-#undef NETPERF_VALUE
+    options::readArgs(optionTable(), args, &p);
+    Options& o = p.config;
     if (o.help) {
         return o;
     }
-    if (!sizes_text.empty() && (!min_text.empty() || !max_text.empty())) {
+    const std::vector<std::string>& words = p.positional;
+    if (words.empty()) {
+        p.errors.push_back("missing mode (local, server or client); see --help");
+    } else if (words[0] == "local" || words[0] == "server" || words[0] == "client") {
+        o.role = words[0] == "local"    ? Role::kLocal
+                 : words[0] == "server" ? Role::kServer
+                                        : Role::kClient;
+    } else {
+        p.errors.push_back("unknown mode '" + words[0] + "' (local, server or client)");
+    }
+    for (size_t i = 1; i < words.size(); ++i) {
+        p.errors.push_back("unexpected argument '" + words[i] + "'; see --help");
+    }
+    ATLAS_RETURN_IF_ERROR(p.status());
+    for (size_t i = 0; i < o.configs.size(); ++i) {
+        for (size_t j = 0; j < i; ++j) {
+            if (o.configs[j].name == o.configs[i].name) {
+                return bad("--config: duplicate name '" + o.configs[i].name + "'");
+            }
+        }
+    }
+    const bool sweep = p.has("--min") || p.has("--max") || p.has("--factor");
+    if (p.has("--sizes") && sweep) {
         return bad("use either --sizes or --min/--max/--factor");
     }
-    if (!sizes_text.empty()) {
-        Result<std::vector<size_t>> s = parseSizeList(sizes_text);
-        if (!s.isOk()) {
-            return s.status();
-        }
-        o.plan.sizes = *s;
-    } else if (!min_text.empty() || !max_text.empty()) {
-        Result<size_t> lo = parseSize(min_text.empty() ? "8" : min_text);
-        Result<size_t> hi = parseSize(max_text.empty() ? "64M" : max_text);
-        Result<size_t> f = parseSize(factor_text.empty() ? "2" : factor_text);
-        if (!lo.isOk() || !hi.isOk() || !f.isOk()) {
-            return !lo.isOk() ? lo.status() : !hi.isOk() ? hi.status() : f.status();
-        }
-        Result<std::vector<size_t>> s = sizeSweep(*lo, *hi, *f);
-        if (!s.isOk()) {
-            return s.status();
-        }
-        o.plan.sizes = *s;
-    } else if (o.plan.measure == Measure::kLatency) {
-        o.plan.sizes = {8};
-    } else {
-        o.plan.sizes = {8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
+    if (o.plan.sizes.size() > 256) {
+        return bad("--sizes: more than 256 sizes");
     }
-    if (raw && !o.configs.empty()) {
+    if (sweep) {
+        Result<std::vector<size_t>> s = sizeSweep(o.sweep_min, o.sweep_max, o.sweep_factor);
+        if (!s.isOk()) {
+            return s.status();
+        }
+        o.plan.sizes = *s;
+    } else if (!p.has("--sizes")) {
+        o.plan.sizes = o.plan.measure == Measure::kLatency
+                           ? std::vector<size_t>{8}
+                           : std::vector<size_t>{8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
+    }
+    if (o.raw_tcp && !o.configs.empty()) {
         return bad("with --config, select plain TCP per config ('NAME:raw' or 'NAME:raw=N')");
     }
-    if (raw) {
+    if (o.raw_tcp) {
         o.plan.kind = Kind::kRawTcp;
-        o.plan.raw_streams = streams;
-    } else if (streams_given) {
+    } else if (p.has("--streams")) {
         return bad("--streams only applies to --raw-tcp");
     }
     if (o.role != Role::kLocal) {
         if (o.bootstrap.empty()) {
             return bad("server and client need --bootstrap HOST:PORT");
-        }
-        Result<std::pair<std::string, uint16_t>> hp = parseHostPort(o.bootstrap);
-        if (!hp.isOk()) {
-            return hp.status();
         }
         if (!o.configs.empty() || !o.server_netns.empty() || !o.client_netns.empty()) {
             return bad("--config and --*-netns are for local mode");

@@ -1,5 +1,6 @@
-// atlas-net-perf command line: modes, the size sweep, and --config specs. Pure parsing, no I/O
-// (fuzzed by fuzz_net_perf_parse).
+// atlas-net-perf command line: modes, the size sweep, and --config specs; one options table
+// (options.cc) that also produces --help and docs/net-perf.md's option table. Pure parsing,
+// no I/O (fuzzed by fuzz_net_perf_parse).
 #pragma once
 
 #include <cstddef>
@@ -8,7 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "atlas/common/env.h"
 #include "atlas/common/status.h"
+#include "options/table.h"
 
 namespace atlas::netperf {
 
@@ -54,7 +57,15 @@ struct Options {
     int timeout_s = 300;   // bound on one configuration's run
     bool quiet = false;
     bool help = false;
+    // As given; parseOptions turns them into plan.sizes / plan.kind.
+    bool raw_tcp = false;
+    uint64_t sweep_min = 8;
+    uint64_t sweep_max = 64 << 20;
+    uint64_t sweep_factor = 2;
 };
+
+// The option registry (options/table.h).
+const options::Table<Options>& optionTable();
 
 // Bytes with an optional binary suffix: 8, 1K, 64KiB, 1M, 2G (1K = 1024). Rejects overflow,
 // junk and values above `max`.
@@ -68,9 +79,10 @@ Result<ConfigSpec> parseConfig(const std::string& text);
 // "HOST:PORT" or "[v6]:PORT".
 Result<std::pair<std::string, uint16_t>> parseHostPort(const std::string& text);
 
-// argv (without argv[0]) -> Options; validates combinations.
-Result<Options> parseOptions(const std::vector<std::string>& args);
-const char* usage();
+// argv (without argv[0]) -> Options; validates combinations. `env` (ATLAS_PLUGIN for
+// --plugin) when given.
+Result<Options> parseOptions(const std::vector<std::string>& args, const EnvLookup& env = {});
+std::string usage();
 
 std::string formatSize(size_t bytes);  // 1048576 -> "1M", 1000 -> "1000"
 const char* kindName(Kind kind);
