@@ -177,6 +177,7 @@ using Millis = Duration<kNsPerMs, kMsUnit>;
 using Micros = Duration<kNsPerUs, kUsUnit>;
 using Seconds = Duration<kNsPerSec, kSecondsUnit>;
 using WholeMillis = Duration<kNsPerMs, kMsUnit, true>;
+using WholeMicros = Duration<kNsPerUs, kUsUnit, true>;
 
 // One of the names of Choices::kValues, case-insensitive.
 template <typename E, typename Choices = EnumChoices<E>>

@@ -1,499 +1,358 @@
 #include "bubbletea/daemon/config.h"
 
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "channel/local_rank.h"
+#include "options/help.h"
+#include "options/table.h"
+
+namespace atlas::options {
+template <>
+struct EnumChoices<bubbletea::DrainMode> {
+    static constexpr EnumChoice<bubbletea::DrainMode> kValues[] = {
+        {"finish", bubbletea::DrainMode::kFinish}, {"reject", bubbletea::DrainMode::kReject}};
+};
+template <>
+struct EnumChoices<bubbletea::ChecksumKind> {
+    static constexpr EnumChoice<bubbletea::ChecksumKind> kValues[] = {
+        {"crc32c", bubbletea::ChecksumKind::kCrc32c}, {"sha256", bubbletea::ChecksumKind::kSha256}};
+};
+}  // namespace atlas::options
 
 namespace atlas::bubbletea {
 namespace {
 
-using Setter = std::function<Status(const std::string& value, DaemonConfig* c)>;
-using Getter = std::function<std::string(const DaemonConfig& c)>;
+using namespace options::kinds;
 
-struct Flag {
-    const char* name;  // without "--"
-    const char* arg;   // nullptr: a switch (no value)
-    const char* help;
-    Setter set;
-    Getter get;  // the default, shown in --help (nullptr: none)
+struct WeightDtypes {
+    static constexpr options::EnumChoice<DType> kValues[] = {
+        {"bf16", DType::kBF16}, {"f32", DType::kF32}, {"f16", DType::kF16}};
+};
+struct KvDtypes {
+    static constexpr options::EnumChoice<DType> kValues[] = {{"bf16", DType::kBF16},
+                                                             {"f32", DType::kF32},
+                                                             {"bfloat16", DType::kBF16},
+                                                             {"float32", DType::kF32}};
+};
+using WeightDtype = Enum<DType, WeightDtypes>;
+using KvDtype = Enum<DType, KvDtypes>;
+using EngineKindKind =
+    NamedEnum<EngineKind, &engineKindName, EngineKind::kCpu, EngineKind::kCuda, EngineKind::kNull>;
+
+// What --windows sets: the mode and, for duty cycles, its timing.
+struct Windows {
+    WindowMode mode = WindowMode::kChannel;
+    Nanos period_ns = 0;
+    Nanos open_ns = 0;
+    Nanos offset_ns = 0;
 };
 
-Status invalid(const std::string& flag, const std::string& why) {
-    return {Code::kInvalidArgument, "--" + flag + ": " + why};
-}
-
-Result<int64_t> parseInt(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
-    errno = 0;
-    char* end = nullptr;
-    const long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || errno != 0 || end == nullptr || *end != '\0' || x < lo || x > hi) {
-        return invalid(flag, "expected an integer in [" + std::to_string(lo) + ", " +
-                                 std::to_string(hi) + "], got '" + v + "'");
-    }
-    return static_cast<int64_t>(x);
-}
-
-Result<double> parseDouble(const std::string& flag, const std::string& v, double lo, double hi) {
-    errno = 0;
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(x) || x < lo ||
-        x > hi) {
-        std::ostringstream os;
-        os << "expected a number in [" << lo << ", " << hi << "], got '" << v << "'";
-        return invalid(flag, os.str());
-    }
-    return x;
-}
-
-Result<std::vector<int64_t>> parseIntList(const std::string& flag, const std::string& v, int64_t lo,
-                                          int64_t hi) {
-    std::vector<int64_t> out;
-    std::stringstream ss(v);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        auto x = parseInt(flag, item, lo, hi);
-        if (!x.isOk()) {
-            return x.status();
+// channel | always | duty:PERIOD_MS:OPEN_MS[:OFFSET_MS] (OPEN_MS <= PERIOD_MS).
+struct WindowsKind : Base {
+    using Value = Windows;
+    static constexpr const char* kType = "windows";
+    static std::optional<Windows> parse(std::string_view t) {
+        if (t == "channel" || t == "always") {
+            return Windows{t == "channel" ? WindowMode::kChannel : WindowMode::kAlways};
         }
-        out.push_back(x.value());
-    }
-    if (out.empty()) {
-        return invalid(flag, "expected a comma-separated list");
-    }
-    return out;
-}
-
-std::string msText(Nanos ns) {
-    std::ostringstream os;
-    os << static_cast<double>(ns) / 1e6;
-    return os.str();
-}
-
-std::string joinInts(const std::vector<int64_t>& v) {
-    std::string s;
-    for (size_t i = 0; i < v.size(); ++i) {
-        s += (i ? "," : "") + std::to_string(v[i]);
-    }
-    return s;
-}
-
-// Helpers that build setters for common shapes.
-Setter msSetter(const char* flag, Nanos DaemonConfig::*field, double lo_ms, double hi_ms) {
-    return [=](const std::string& v, DaemonConfig* c) -> Status {
-        auto x = parseDouble(flag, v, lo_ms, hi_ms);
-        if (!x.isOk()) {
-            return x.status();
+        if (t.rfind("duty:", 0) != 0) {
+            return std::nullopt;
         }
-        c->*field = static_cast<Nanos>(std::llround(x.value() * 1e6));
-        return Status::ok();
-    };
-}
-Getter msGetter(Nanos DaemonConfig::*field) {
-    return [=](const DaemonConfig& c) { return msText(c.*field); };
-}
-template <typename T>
-Setter intSetter(const char* flag, T DaemonConfig::*field, int64_t lo, int64_t hi) {
-    return [=](const std::string& v, DaemonConfig* c) -> Status {
-        auto x = parseInt(flag, v, lo, hi);
-        if (!x.isOk()) {
-            return x.status();
-        }
-        c->*field = static_cast<T>(x.value());
-        return Status::ok();
-    };
-}
-template <typename T>
-Getter intGetter(T DaemonConfig::*field) {
-    return [=](const DaemonConfig& c) { return std::to_string(c.*field); };
-}
-Setter stringSetter(std::string DaemonConfig::*field) {
-    return [=](const std::string& v, DaemonConfig* c) -> Status {
-        c->*field = v;
-        return Status::ok();
-    };
-}
-Getter stringGetter(std::string DaemonConfig::*field) {
-    return [=](const DaemonConfig& c) { return c.*field; };
-}
-
-Status setListen(const std::string& v, DaemonConfig* c) {
-    return parseHostPort(v, &c->listen_host, &c->listen_port);
-}
-
-Status setEngine(const std::string& v, DaemonConfig* c) {
-    if (v == "cpu") {
-        c->engine = EngineKind::kCpu;
-    } else if (v == "cuda") {
-        c->engine = EngineKind::kCuda;
-    } else if (v == "null") {
-        c->engine = EngineKind::kNull;
-    } else {
-        return invalid("engine", "expected cpu, cuda or null, got '" + v + "'");
-    }
-    return Status::ok();
-}
-
-Status setWindows(const std::string& v, DaemonConfig* c) {
-    if (v == "channel") {
-        c->window_mode = WindowMode::kChannel;
-        return Status::ok();
-    }
-    if (v == "always") {
-        c->window_mode = WindowMode::kAlways;
-        return Status::ok();
-    }
-    if (v.rfind("duty:", 0) == 0) {
-        std::vector<std::string> parts;
-        std::stringstream ss(v.substr(5));
-        std::string item;
-        while (std::getline(ss, item, ':')) {
-            parts.push_back(item);
-        }
+        const auto parts = options::split(t.substr(5), ':');
         if (parts.size() != 2 && parts.size() != 3) {
-            return invalid("windows",
-                           "expected duty:PERIOD_MS:OPEN_MS[:OFFSET_MS], got '" + v + "'");
+            return std::nullopt;
         }
-        auto period = parseDouble("windows", parts[0], 0.01, 3.6e6);
-        auto open = parseDouble("windows", parts[1], 0.001, 3.6e6);
-        auto offset = parseDouble("windows", parts.size() == 3 ? parts[2] : "0", 0, 3.6e6);
-        if (!period.isOk()) {
-            return period.status();
+        const auto period = Millis::parse(parts[0]);
+        const auto open = Millis::parse(parts[1]);
+        const auto offset = parts.size() == 3 ? Millis::parse(parts[2]) : std::optional<Nanos>(0);
+        if (!period || !open || !offset || !Millis::inRange(*period, 0.01, 3.6e6) ||
+            !Millis::inRange(*open, 0.001, 3.6e6) || !Millis::inRange(*offset, 0, 3.6e6) ||
+            *open > *period) {
+            return std::nullopt;
         }
-        if (!open.isOk()) {
-            return open.status();
-        }
-        if (!offset.isOk()) {
-            return offset.status();
-        }
-        if (open.value() > period.value()) {
-            return invalid("windows", "OPEN_MS must not exceed PERIOD_MS");
-        }
-        c->window_mode = WindowMode::kDuty;
-        c->duty_period_ns = static_cast<Nanos>(std::llround(period.value() * 1e6));
-        c->duty_open_ns = static_cast<Nanos>(std::llround(open.value() * 1e6));
-        c->duty_offset_ns = static_cast<Nanos>(std::llround(offset.value() * 1e6));
-        return Status::ok();
+        return Windows{WindowMode::kDuty, *period, *open, *offset};
     }
-    return invalid(
-        "windows",
-        "expected channel, always or duty:PERIOD_MS:OPEN_MS[:OFFSET_MS], got '" + v + "'");
+    static std::string accepted(int, int) {
+        return "channel, always or duty:PERIOD_MS:OPEN_MS[:OFFSET_MS] with OPEN_MS <= PERIOD_MS";
+    }
+    static std::string format(const Windows& w) {
+        if (w.mode != WindowMode::kDuty) {
+            return w.mode == WindowMode::kChannel ? "channel" : "always";
+        }
+        return "duty:" + Millis::format(w.period_ns) + ":" + Millis::format(w.open_ns) + ":" +
+               Millis::format(w.offset_ns);
+    }
+};
+// --no-channel: --windows always.
+struct NoChannel : WindowsKind {
+    static constexpr const char* kType = "switch";
+    static constexpr bool kTakesValue = false;
+    static Windows switched() { return Windows{WindowMode::kAlways}; }
+    static std::string format(const Windows&) { return ""; }
+};
+
+// [tcp://]HOST:PORT[/], kept as written (validated here, split by parseHostPort).
+struct Endpoint : String {
+    static constexpr const char* kType = "address";
+    static std::optional<std::string> parse(std::string_view t) {
+        std::string host;
+        uint16_t port = 0;
+        return parseHostPort(std::string(t), &host, &port).isOk() && port != 0
+                   ? std::optional<std::string>(std::string(t))
+                   : std::nullopt;
+    }
+    static std::string accepted(int, int) { return "[tcp://]HOST:PORT with PORT 1..65535"; }
+};
+struct HttpUrl : String {
+    static constexpr const char* kType = "url";
+    static std::optional<std::string> parse(std::string_view t) {
+        return t.rfind("http://", 0) == 0 && t.size() > 7
+                   ? std::optional<std::string>(std::string(t))
+                   : std::nullopt;
+    }
+    static std::string accepted(int, int) { return "an http:// URL"; }
+};
+// A,B,C: the cost model's coefficients, each a number in lo..hi.
+struct CostTriple : List<Double> {
+    static constexpr const char* kType = "coefficients";
+    static std::optional<Value> parse(std::string_view t) {
+        auto v = List<Double>::parse(t);
+        return v && v->size() == 3 ? v : std::nullopt;
+    }
+    static std::string accepted(double lo, double hi) {
+        return "A,B,C: three numbers in " + options::formatDouble(lo) + ".." +
+               options::formatDouble(hi);
+    }
+};
+struct LogLevelText : String {
+    static constexpr const char* kType = "enum";
+    static std::optional<std::string> parse(std::string_view t) {
+        return t == "warn" || t == "info" || t == "trace"
+                   ? std::optional<std::string>(std::string(t))
+                   : std::nullopt;
+    }
+    static std::string accepted(int, int) { return "one of warn|info|trace"; }
+};
+// A fraction 0..1 stored in parts per million.
+struct Ppm : Base {
+    using Value = uint32_t;
+    using Bound = double;
+    static constexpr const char* kType = "number";
+    static std::optional<uint32_t> parse(std::string_view t) {
+        auto v = options::parseDouble(t);
+        return v && *v >= 0 && *v <= 4000 ? std::optional<uint32_t>(std::lround(*v * 1e6))
+                                          : std::nullopt;
+    }
+    static bool inRange(uint32_t v, double lo, double hi) { return v >= lo * 1e6 && v <= hi * 1e6; }
+    static std::string accepted(double lo, double hi) {
+        return "a number in " + options::formatDouble(lo) + ".." + options::formatDouble(hi);
+    }
+    static std::string format(uint32_t v) { return options::formatDouble(v / 1e6); }
+};
+
+// The parse target: the daemon's config plus the flags that do not map 1:1 onto a field.
+struct DaemonFlags {
+    DaemonConfig config;
+    options::HostPort listen{DaemonConfig{}.listen_host, DaemonConfig{}.listen_port};
+    Windows windows;
+    std::string config_file;
+    std::string auth_key_file;
+    bool help = false;
+};
+
+#define ATLAS_BUBBLETEA_OPTIONS(X)                                                                 \
+    X("--config", Path, config_file, 0, 0, "FILE",                                                 \
+      "JSON file of flag-name -> value, applied before the other flags")                           \
+    X("--help", Switch, help, 0, 0, "", "print this help and exit")                                \
+    X("--log-level", LogLevelText, config.log_level, 0, 0, "LEVEL", "log verbosity")               \
+    X("--listen", Address, listen, 0, 0, "HOST:PORT", "HTTP listen address (port 0: ephemeral)")   \
+    X("--port-file", Path, config.port_file, 0, 0, "PATH",                                         \
+      "write the bound HTTP port to PATH once listening")                                          \
+    X("--http-threads", Uint, config.http_threads, 1, 256, "N", "io_context threads serving HTTP") \
+    X("--body-limit-bytes", Size, config.body_limit_bytes, 1024, uint64_t{1} << 32, "N",           \
+      "largest request body accepted (larger: 413)")                                               \
+    X("--read-timeout-ms", Millis, config.read_timeout_ns, 1, 3.6e6, "MS",                         \
+      "time allowed to receive one request after its first byte")                                  \
+    X("--idle-timeout-ms", Millis, config.idle_timeout_ns, 1, 3.6e6, "MS",                         \
+      "keep-alive connections idle this long are closed")                                          \
+    X("--max-connections", Uint, config.max_connections, 1, 1000000, "N",                          \
+      "open connections beyond this are refused with 503")                                         \
+    X("--drain-timeout-ms", Millis, config.drain_timeout_ns, 0, 3.6e6, "MS",                       \
+      "SIGTERM: how long queued work may take before it is failed")                                \
+    X("--drain", Enum<DrainMode>, config.drain_mode, 0, 0, "MODE",                                 \
+      "SIGTERM: finish (run queued requests) or reject (fail them with 503)")                      \
+    X("--model-dir", Path, config.model_dir, 0, 0, "DIR",                                          \
+      "Hugging Face Llama model directory (config.json + safetensors)")                            \
+    X("--random-weights", String, config.random_weights, 0, 0, "SHAPE",                            \
+      "random weights of a shape preset instead of --model-dir (tiny, small, llama-3.2-1b, "       \
+      "llama-3.2-3b, llama-3-8b, llama-3.1-8b, llama-2-7b)")                                       \
+    X("--tokenizer", Path, config.tokenizer, 0, 0, "FILE",                                          \
+      "Hugging Face tokenizer.json for text prompts and /tokenize (default: the model dir's "      \
+      "tokenizer.json, if any); with --random-weights it sets the vocabulary size")                 \
+    X("--random-dtype", WeightDtype, config.random_dtype, 0, 0, "DTYPE",                           \
+      "weight dtype of --random-weights")                                                          \
+    X("--seed", Uint, config.seed, 0, INT64_MAX, "N", "seed of --random-weights")                  \
+    X("--model-name", String, config.model_name, 0, 0, "NAME",                                     \
+      "served model name (default: model dir name or the shape)")                                  \
+    X("--engine", EngineKindKind, config.engine, 0, 0, "KIND",                                     \
+      "prefill engine; null: zero-cost test engine, a deterministic token and a tiny KV (for "     \
+      "measuring HTTP overhead)")                                                                  \
+    X("--compute-threads", Uint, config.engine_threads, 0, 1024, "N",                              \
+      "cpu engine compute threads (0: all cores); not the KV transport's I/O threads")             \
+    X("--cuda-device", Uint, config.cuda_device, 0, 1024, "N", "cuda engine device ordinal")       \
+    X("--cuda-normal-priority", Off, config.cuda_low_priority, 0, 0, "",                           \
+      "run the cuda engine on a default-priority stream (default: lowest priority)")               \
+    X("--max-prompt-tokens", Uint, config.max_prompt_tokens, 0, int64_t{1} << 24, "N",             \
+      "longest prompt (0: the model's context; larger: 413)")                                      \
+    X("--engine-id", String, config.engine_id, 0, 0, "ID",                                         \
+      "engine id reported in kv_transfer_params (default bubbletea-<host>-<pid>)")                 \
+    X("--windows", WindowsKind, windows, 0, 0, "MODE",                                             \
+      "channel: the bubble channel of this GPU; always: standalone, always open; duty: "           \
+      "standalone, OPEN_MS of every PERIOD_MS, the first window OFFSET_MS after start-up")         \
+    X("--no-channel", NoChannel, windows, 0, 0, "", "same as --windows always")                    \
+    X("--channel", String, config.channel, 0, 0, "NAME",                                           \
+      "bubble channel shm name; may contain {local_rank} (default: the channel rule's name for "   \
+      "the local rank)")                                                                           \
+    X("--local-rank", Int, config.local_rank, -1, channel::kMaxLocalRank, "N",                     \
+      "local GPU rank whose channel to read; -1: the launcher's (LOCAL_RANK, Open MPI, Slurm, "    \
+      "MPICH/PMI variables, as the plugin), else 0")                                               \
+    X("--min-confidence", Ppm, config.min_confidence_ppm, 0, 1, "F",                               \
+      "ignore predicted windows with confidence below F")                                          \
+    X("--poll-us", WholeMicros, config.poll_ns, 10, 1000000, "US",                                 \
+      "window poll and cancel-watch interval while work is queued")                                \
+    X("--queue-limit", Uint, config.queue_limit, 1, 1000000, "N",                                  \
+      "admitted requests waiting or running (more: 429)")                                          \
+    X("--default-ttft-ms", Millis, config.default_ttft_ns, 0.001, 3.6e6, "MS",                     \
+      "TTFT deadline of requests without ttft_deadline_ms")                                        \
+    X("--min-chunk-tokens", Uint, config.min_chunk_tokens, 1, 1 << 20, "N",                        \
+      "smallest chunk started unless it finishes the prompt")                                      \
+    X("--max-chunk-tokens", Uint, config.max_chunk_tokens, 1, 1 << 24, "N", "largest chunk")       \
+    X("--guard-band-us", Micros, config.guard_ns, 0, 1e7, "US",                                    \
+      "initial (and minimum) guard band the daemon keeps before each window's end (its own, "      \
+      "after the plugin's ATLAS_BUBBLE_GUARD_US shrank the window)")                               \
+    X("--max-guard-band-us", Micros, config.max_guard_ns, 0, 1e8, "US",                            \
+      "ceiling of the overrun-driven guard band")                                                  \
+    X("--guard-half-life-ms", Millis, config.guard_half_life_ns, 1, 3.6e6, "MS",                   \
+      "without overruns, the guard band's excess over its minimum halves this often")              \
+    X("--error-margin", Double, config.error_margin, 0, 20, "K",                                   \
+      "a chunk must fit with its predicted time stretched by K x the cost model's recent "         \
+      "relative error (0: predicted time only)")                                                   \
+    X("--profile-tokens", List<Int>, config.profile_tokens, 1, 1 << 20, "LIST",                    \
+      "chunk sizes timed at start-up to fit the cost model")                                       \
+    X("--profile-contexts", List<Int>, config.profile_contexts, 0, 1 << 24, "LIST",                \
+      "contexts (cached tokens) the profile chunks run at")                                        \
+    X("--profile-budget-ms", Millis, config.profile_budget_ns, 0, 3.6e6, "MS",                     \
+      "stop profiling after this long (at least 2 samples run)")                                   \
+    X("--cost-model", CostTriple, config.cost_model, 0, 1e15, "A,B,C",                             \
+      "skip profiling: a (ns per chunk), b (ns per token), c (ns per attention pair)")             \
+    X("--fallback-url", HttpUrl, config.fallback_url, 0, 0, "URL",                                 \
+      "forward requests that cannot meet their deadline (or find the queue full) to this "         \
+      "prefill server")                                                                            \
+    X("--decode-url", Endpoint, config.decode_url, 0, 0, "HOST:PORT",                              \
+      "default KV push endpoint (a kv-sink-compatible decode side) when a request's "              \
+      "kv_transfer_params has no remote_host/remote_port")                                         \
+    X("--kv-dtype", KvDtype, config.kv_dtype, 0, 0, "DTYPE", "dtype of exported KV caches")        \
+    X("--kv-checksum", Enum<ChecksumKind>, config.kv_checksum, 0, 0, "ALG",                        \
+      "KV payload integrity check")                                                                \
+    X("--kv-timeout-ms", Millis, config.kv_timeout_ns, 1, 3.6e6, "MS",                             \
+      "bound on one KV push (connect, send, ack)")                                                 \
+    X("--kv-ttl-ms", Millis, config.kv_ttl_ns, 1, 3.6e6, "MS",                                     \
+      "how long a KV cache kept for pull (GET /v1/kv/{id}) lives")                                 \
+    X("--kv-store-bytes", Size, config.kv_store_bytes, 0, INT64_MAX, "N",                          \
+      "memory for KV caches kept for pull (oldest evicted first)")                                 \
+    X("--auth-key", Secret, config.auth_key, 0, 0, "KEY",                                          \
+      "transport HMAC key shared with the decode side (KV push)")                                  \
+    X("--auth-key-file", Path, auth_key_file, 0, 0, "PATH", "read --auth-key from a file")         \
+    X("--transport-streams", Uint, config.transport_streams, 0, 64, "N",                           \
+      "TCP streams per KV connection (0: from the RTT)")
+
+#define ATLAS_BUBBLETEA_ALIASES(X)                   \
+    X("-h", "--help", false)                         \
+    X("--engine-threads", "--compute-threads", true) \
+    X("ATLAS_BUBBLE_CHANNEL", "--channel", false)    \
+    X("ATLAS_LOCAL_RANK", "--local-rank", false)
+
+const options::Table<DaemonFlags>& table() {
+    static const auto t =
+        ATLAS_OPTIONS_TABLE(DaemonFlags, ATLAS_BUBBLETEA_OPTIONS, ATLAS_BUBBLETEA_ALIASES);
+    return t;
 }
 
-std::string windowsText(const DaemonConfig& c) {
-    switch (c.window_mode) {
-        case WindowMode::kChannel:
-            return "channel";
-        case WindowMode::kAlways:
-            return "always";
-        case WindowMode::kDuty:
-            return "duty:" + msText(c.duty_period_ns) + ":" + msText(c.duty_open_ns) + ":" +
-                   msText(c.duty_offset_ns);
-    }
-    return "?";
+DaemonFlags flagsOf(const DaemonConfig& c) {
+    DaemonFlags f;
+    f.config = c;
+    f.listen = {c.listen_host, c.listen_port};
+    f.windows = {c.window_mode, c.duty_period_ns, c.duty_open_ns, c.duty_offset_ns};
+    return f;
 }
 
-Status setKvDtype(const std::string& v, DaemonConfig* c) {
-    if (v == "f32" || v == "F32" || v == "float32") {
-        c->kv_dtype = DType::kF32;
-    } else if (v == "bf16" || v == "BF16" || v == "bfloat16") {
-        c->kv_dtype = DType::kBF16;
-    } else {
-        return invalid("kv-dtype", "expected f32 or bf16, got '" + v + "'");
+void unpack(const DaemonFlags& f, DaemonConfig* c) {
+    *c = f.config;
+    c->listen_host = f.listen.host;
+    c->listen_port = f.listen.port;
+    c->window_mode = f.windows.mode;
+    if (f.windows.mode == WindowMode::kDuty) {
+        c->duty_period_ns = f.windows.period_ns;
+        c->duty_open_ns = f.windows.open_ns;
+        c->duty_offset_ns = f.windows.offset_ns;
     }
-    return Status::ok();
 }
 
-Status setRandomDtype(const std::string& v, DaemonConfig* c) {
-    if (v == "f32" || v == "F32") {
-        c->random_dtype = DType::kF32;
-    } else if (v == "bf16" || v == "BF16") {
-        c->random_dtype = DType::kBF16;
-    } else if (v == "f16" || v == "F16") {
-        c->random_dtype = DType::kF16;
-    } else {
-        return invalid("random-dtype", "expected f32, bf16 or f16, got '" + v + "'");
-    }
-    return Status::ok();
-}
-
-Status setChecksum(const std::string& v, DaemonConfig* c) {
-    if (v == "crc32c") {
-        c->kv_checksum = ChecksumKind::kCrc32c;
-    } else if (v == "sha256") {
-        c->kv_checksum = ChecksumKind::kSha256;
-    } else {
-        return invalid("kv-checksum", "expected crc32c or sha256, got '" + v + "'");
-    }
-    return Status::ok();
-}
-
-Status setAuthKeyFile(const std::string& v, DaemonConfig* c) {
-    std::ifstream in(v, std::ios::binary);
+Result<std::string> readText(const std::string& flag, const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
     if (!in) {
-        return invalid("auth-key-file", "cannot read '" + v + "'");
+        return Status{Code::kInvalidArgument, flag + ": cannot read '" + path + "'"};
     }
-    std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) {
-        key.pop_back();
-    }
-    if (key.empty()) {
-        return invalid("auth-key-file", "'" + v + "' is empty");
-    }
-    c->auth_key = key;
-    return Status::ok();
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-const std::vector<Flag>& flags() {
-    static const std::vector<Flag> table = {
-        // ---- general
-        {"config", "FILE", "JSON file of flag-name -> value, applied before the other flags",
-         nullptr, nullptr},
-        {"help", nullptr, "print this help and exit", nullptr, nullptr},
-        {"log-level", "LEVEL", "warn | info | trace", stringSetter(&DaemonConfig::log_level),
-         stringGetter(&DaemonConfig::log_level)},
-        // ---- HTTP
-        {"listen", "HOST:PORT", "HTTP listen address (port 0: ephemeral)", setListen,
-         [](const DaemonConfig& c) { return c.listen_host + ":" + std::to_string(c.listen_port); }},
-        {"port-file", "PATH", "write the bound HTTP port to PATH once listening",
-         stringSetter(&DaemonConfig::port_file), nullptr},
-        {"http-threads", "N", "io_context threads serving HTTP",
-         intSetter("http-threads", &DaemonConfig::http_threads, 1, 256),
-         intGetter(&DaemonConfig::http_threads)},
-        {"body-limit-bytes", "N", "largest request body accepted (larger: 413)",
-         intSetter("body-limit-bytes", &DaemonConfig::body_limit_bytes, 1024, int64_t{1} << 32),
-         intGetter(&DaemonConfig::body_limit_bytes)},
-        {"read-timeout-ms", "MS", "time allowed to receive one request after its first byte",
-         msSetter("read-timeout-ms", &DaemonConfig::read_timeout_ns, 1, 3.6e6),
-         msGetter(&DaemonConfig::read_timeout_ns)},
-        {"idle-timeout-ms", "MS", "keep-alive connections idle this long are closed",
-         msSetter("idle-timeout-ms", &DaemonConfig::idle_timeout_ns, 1, 3.6e6),
-         msGetter(&DaemonConfig::idle_timeout_ns)},
-        {"max-connections", "N", "open connections beyond this are refused with 503",
-         intSetter("max-connections", &DaemonConfig::max_connections, 1, 1000000),
-         intGetter(&DaemonConfig::max_connections)},
-        {"drain-timeout-ms", "MS", "SIGTERM: how long queued work may take before it is failed",
-         msSetter("drain-timeout-ms", &DaemonConfig::drain_timeout_ns, 0, 3.6e6),
-         msGetter(&DaemonConfig::drain_timeout_ns)},
-        {"drain", "MODE", "SIGTERM: finish (run queued requests) | reject (fail them with 503)",
-         [](const std::string& v, DaemonConfig* c) -> Status {
-             if (v == "finish") {
-                 c->drain_mode = DrainMode::kFinish;
-             } else if (v == "reject") {
-                 c->drain_mode = DrainMode::kReject;
-             } else {
-                 return invalid("drain", "expected finish or reject, got '" + v + "'");
-             }
-             return Status::ok();
-         },
-         [](const DaemonConfig& c) {
-             return std::string(c.drain_mode == DrainMode::kFinish ? "finish" : "reject");
-         }},
-        // ---- model and engine
-        {"model-dir", "DIR", "Hugging Face Llama model directory (config.json + safetensors)",
-         stringSetter(&DaemonConfig::model_dir), nullptr},
-        {"random-weights", "SHAPE",
-         "random weights of a shape preset instead of --model-dir (tiny, small, llama-3.2-1b, "
-         "llama-3.2-3b, llama-3-8b, llama-3.1-8b, llama-2-7b)",
-         stringSetter(&DaemonConfig::random_weights), nullptr},
-        {"tokenizer", "FILE",
-         "Hugging Face tokenizer.json for text prompts and /tokenize (default: the model "
-         "dir's tokenizer.json, if any); with --random-weights it sets the vocabulary size",
-         stringSetter(&DaemonConfig::tokenizer), nullptr},
-        {"random-dtype", "DTYPE", "weight dtype of --random-weights: f32 | bf16 | f16",
-         setRandomDtype,
-         [](const DaemonConfig& c) { return std::string(dtypeName(c.random_dtype)); }},
-        {"seed", "N", "seed of --random-weights",
-         intSetter("seed", &DaemonConfig::seed, 0, INT64_MAX), intGetter(&DaemonConfig::seed)},
-        {"model-name", "NAME", "served model name (default: model dir name or the shape)",
-         stringSetter(&DaemonConfig::model_name), nullptr},
-        {"engine", "KIND",
-         "cpu | cuda | null (null: zero-cost test engine, a deterministic token and a tiny KV; "
-         "for measuring HTTP overhead)",
-         setEngine, [](const DaemonConfig& c) { return std::string(engineKindName(c.engine)); }},
-        {"engine-threads", "N", "cpu engine threads (0: all cores)",
-         intSetter("engine-threads", &DaemonConfig::engine_threads, 0, 1024),
-         intGetter(&DaemonConfig::engine_threads)},
-        {"cuda-device", "N", "cuda engine device ordinal",
-         intSetter("cuda-device", &DaemonConfig::cuda_device, 0, 1024),
-         intGetter(&DaemonConfig::cuda_device)},
-        {"cuda-normal-priority", nullptr,
-         "run the cuda engine on a default-priority stream (default: lowest priority)",
-         [](const std::string&, DaemonConfig* c) -> Status {
-             c->cuda_low_priority = false;
-             return Status::ok();
-         },
-         nullptr},
-        {"max-prompt-tokens", "N", "longest prompt (default: the model's context; larger: 413)",
-         intSetter("max-prompt-tokens", &DaemonConfig::max_prompt_tokens, 0, int64_t{1} << 24),
-         intGetter(&DaemonConfig::max_prompt_tokens)},
-        {"engine-id", "ID", "engine id reported in kv_transfer_params",
-         stringSetter(&DaemonConfig::engine_id), nullptr},
-        // ---- windows
-        {"windows", "MODE",
-         "channel (the bubble channel of this GPU) | always (standalone, always open) | "
-         "duty:PERIOD_MS:OPEN_MS[:OFFSET_MS] (standalone: OPEN_MS of every PERIOD_MS, the "
-         "first window OFFSET_MS after start-up)",
-         setWindows, windowsText},
-        {"no-channel", nullptr, "same as --windows always",
-         [](const std::string&, DaemonConfig* c) -> Status {
-             c->window_mode = WindowMode::kAlways;
-             return Status::ok();
-         },
-         nullptr},
-        {"channel", "NAME",
-         "bubble channel shm name; may contain {local_rank} (default: $ATLAS_BUBBLE_CHANNEL, "
-         "else the channel rule's name for --local-rank)",
-         stringSetter(&DaemonConfig::channel), nullptr},
-        {"local-rank", "N", "local GPU rank whose channel to read (default: $LOCAL_RANK, else 0)",
-         intSetter("local-rank", &DaemonConfig::local_rank, 0, 4096), nullptr},
-        {"min-confidence", "F", "ignore predicted windows with confidence below F (0..1)",
-         [](const std::string& v, DaemonConfig* c) -> Status {
-             auto x = parseDouble("min-confidence", v, 0, 1);
-             if (!x.isOk()) {
-                 return x.status();
-             }
-             c->min_confidence_ppm = static_cast<uint32_t>(std::lround(x.value() * 1e6));
-             return Status::ok();
-         },
-         [](const DaemonConfig& c) { return std::to_string(c.min_confidence_ppm / 1e6); }},
-        {"poll-us", "US", "window poll and cancel-watch interval while work is queued",
-         [](const std::string& v, DaemonConfig* c) -> Status {
-             auto x = parseInt("poll-us", v, 10, 1000000);
-             if (!x.isOk()) {
-                 return x.status();
-             }
-             c->poll_ns = x.value() * kNsPerUs;
-             return Status::ok();
-         },
-         [](const DaemonConfig& c) { return std::to_string(c.poll_ns / kNsPerUs); }},
-        // ---- scheduler and cost model
-        {"queue-limit", "N", "admitted requests waiting or running (more: 429)",
-         intSetter("queue-limit", &DaemonConfig::queue_limit, 1, 1000000),
-         intGetter(&DaemonConfig::queue_limit)},
-        {"default-ttft-ms", "MS", "TTFT deadline of requests without ttft_deadline_ms",
-         msSetter("default-ttft-ms", &DaemonConfig::default_ttft_ns, 0.001, 3.6e6),
-         msGetter(&DaemonConfig::default_ttft_ns)},
-        {"min-chunk-tokens", "N", "smallest chunk started unless it finishes the prompt",
-         intSetter("min-chunk-tokens", &DaemonConfig::min_chunk_tokens, 1, 1 << 20),
-         intGetter(&DaemonConfig::min_chunk_tokens)},
-        {"max-chunk-tokens", "N", "largest chunk",
-         intSetter("max-chunk-tokens", &DaemonConfig::max_chunk_tokens, 1, 1 << 24),
-         intGetter(&DaemonConfig::max_chunk_tokens)},
-        {"guard-band-us", "US", "initial (and minimum) guard band before each window's end",
-         [](const std::string& v, DaemonConfig* c) -> Status {
-             auto x = parseDouble("guard-band-us", v, 0, 1e7);
-             if (!x.isOk()) {
-                 return x.status();
-             }
-             c->guard_ns = static_cast<Nanos>(x.value() * 1e3);
-             return Status::ok();
-         },
-         [](const DaemonConfig& c) { return std::to_string(c.guard_ns / kNsPerUs); }},
-        {"max-guard-band-us", "US", "ceiling of the overrun-driven guard band",
-         [](const std::string& v, DaemonConfig* c) -> Status {
-             auto x = parseDouble("max-guard-band-us", v, 0, 1e8);
-             if (!x.isOk()) {
-                 return x.status();
-             }
-             c->max_guard_ns = static_cast<Nanos>(x.value() * 1e3);
-             return Status::ok();
-         },
-         [](const DaemonConfig& c) { return std::to_string(c.max_guard_ns / kNsPerUs); }},
-        {"guard-half-life-ms", "MS",
-         "without overruns, the guard band's excess over its minimum halves this often",
-         msSetter("guard-half-life-ms", &DaemonConfig::guard_half_life_ns, 1, 3.6e6),
-         msGetter(&DaemonConfig::guard_half_life_ns)},
-        {"error-margin", "K",
-         "a chunk must fit with its predicted time stretched by K x the cost model's recent "
-         "relative error (0: predicted time only)",
-         [](const std::string& v, DaemonConfig* c) -> Status {
-             auto x = parseDouble("error-margin", v, 0, 20);
-             if (!x.isOk()) {
-                 return x.status();
-             }
-             c->error_margin = x.value();
-             return Status::ok();
-         },
-         [](const DaemonConfig& c) { return std::to_string(c.error_margin); }},
-        {"profile-tokens", "LIST", "chunk sizes timed at start-up to fit the cost model",
-         [](const std::string& v, DaemonConfig* c) -> Status {
-             auto x = parseIntList("profile-tokens", v, 1, 1 << 20);
-             if (!x.isOk()) {
-                 return x.status();
-             }
-             c->profile_tokens = x.value();
-             return Status::ok();
-         },
-         [](const DaemonConfig& c) { return joinInts(c.profile_tokens); }},
-        {"profile-contexts", "LIST", "contexts (cached tokens) the profile chunks run at",
-         [](const std::string& v, DaemonConfig* c) -> Status {
-             auto x = parseIntList("profile-contexts", v, 0, 1 << 24);
-             if (!x.isOk()) {
-                 return x.status();
-             }
-             c->profile_contexts = x.value();
-             return Status::ok();
-         },
-         [](const DaemonConfig& c) { return joinInts(c.profile_contexts); }},
-        {"profile-budget-ms", "MS", "stop profiling after this long (at least 2 samples run)",
-         msSetter("profile-budget-ms", &DaemonConfig::profile_budget_ns, 0, 3.6e6),
-         msGetter(&DaemonConfig::profile_budget_ns)},
-        {"cost-model", "A,B,C",
-         "skip profiling: a (ns per chunk), b (ns per token), c (ns per attention pair)",
-         stringSetter(&DaemonConfig::cost_model), nullptr},
-        // ---- fallback and KV hand-off
-        {"fallback-url", "URL",
-         "forward requests that cannot meet their deadline (or find the queue full) to this "
-         "http:// prefill server",
-         stringSetter(&DaemonConfig::fallback_url), nullptr},
-        {"decode-url", "HOST:PORT",
-         "default KV push endpoint (a kv-sink-compatible decode side) when a request's "
-         "kv_transfer_params has no remote_host/remote_port",
-         stringSetter(&DaemonConfig::decode_url), nullptr},
-        {"kv-dtype", "DTYPE", "dtype of exported KV caches: f32 | bf16", setKvDtype,
-         [](const DaemonConfig& c) { return std::string(dtypeName(c.kv_dtype)); }},
-        {"kv-checksum", "ALG", "KV payload integrity check: crc32c | sha256", setChecksum,
-         [](const DaemonConfig& c) {
-             return std::string(c.kv_checksum == ChecksumKind::kCrc32c ? "crc32c" : "sha256");
-         }},
-        {"kv-timeout-ms", "MS", "bound on one KV push (connect, send, ack)",
-         msSetter("kv-timeout-ms", &DaemonConfig::kv_timeout_ns, 1, 3.6e6),
-         msGetter(&DaemonConfig::kv_timeout_ns)},
-        {"kv-ttl-ms", "MS", "how long a KV cache kept for pull (GET /v1/kv/{id}) lives",
-         msSetter("kv-ttl-ms", &DaemonConfig::kv_ttl_ns, 1, 3.6e6),
-         msGetter(&DaemonConfig::kv_ttl_ns)},
-        {"kv-store-bytes", "N", "memory for KV caches kept for pull (oldest evicted first)",
-         intSetter("kv-store-bytes", &DaemonConfig::kv_store_bytes, 0, INT64_MAX),
-         intGetter(&DaemonConfig::kv_store_bytes)},
-        {"auth-key", "KEY", "transport HMAC key shared with the decode side (KV push)",
-         stringSetter(&DaemonConfig::auth_key), nullptr},
-        {"auth-key-file", "PATH", "read --auth-key from a file", setAuthKeyFile, nullptr},
-        {"transport-streams", "N", "TCP streams per KV connection (0: from the RTT)",
-         intSetter("transport-streams", &DaemonConfig::transport_streams, 0, 64),
-         intGetter(&DaemonConfig::transport_streams)},
-    };
-    return table;
-}
-
-const Flag* findFlag(const std::string& name) {
-    for (const auto& f : flags()) {
-        if (name == f.name) {
-            return &f;
+// Applies a JSON document onto `into` (keys: flag names without "--").
+void applyJson(const std::string& text, const std::string& source,
+               options::Parsed<DaemonFlags>* into) {
+    const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded() || !doc.is_object()) {
+        into->errors.push_back(source + ": not a JSON object");
+        return;
+    }
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+        const std::string name = "--" + it.key();
+        const options::Option<DaemonFlags>* o = table().find(name);
+        if (o == nullptr || o->name == "--config" || o->name == "--help") {
+            into->errors.push_back(source + ": unknown key '" + it.key() + "'");
+            continue;
+        }
+        std::string value;
+        const auto& v = it.value();
+        if (v.is_string()) {
+            value = v.get<std::string>();
+        } else if (v.is_boolean() && !o->takes_value) {
+            if (!v.get<bool>()) {
+                continue;  // a switch set to false: leave the default
+            }
+        } else if (v.is_boolean()) {
+            value = v.get<bool>() ? "true" : "false";
+        } else if (v.is_number_integer()) {
+            value = std::to_string(v.get<int64_t>());
+        } else if (v.is_number()) {
+            value = options::formatDouble(v.get<double>());
+        } else if (v.is_array() && std::all_of(v.begin(), v.end(), [](const auto& x) {
+                       return x.is_number_integer();
+                   })) {
+            for (size_t i = 0; i < v.size(); ++i) {
+                value += (i ? "," : "") + std::to_string(v[i].get<int64_t>());
+            }
+        } else {
+            into->errors.push_back(source + ": unsupported value for '" + it.key() + "'");
+            continue;
+        }
+        const size_t before = into->errors.size();
+        options::applyNamed(table(), name, value, into);
+        for (size_t i = before; i < into->errors.size(); ++i) {
+            into->errors[i] = source + ": " + into->errors[i];
         }
     }
-    return nullptr;
-}
-
-Status applyFlag(const Flag& flag, const std::string& value, DaemonConfig* c) {
-    if (!flag.set) {
-        return Status::ok();
-    }
-    return flag.set(value, c);
 }
 
 }  // namespace
@@ -511,185 +370,103 @@ const char* engineKindName(EngineKind kind) {
 }
 
 Status parseHostPort(const std::string& text, std::string* host, uint16_t* port) {
-    std::string t = text;
+    std::string_view t = text;
     if (t.rfind("tcp://", 0) == 0) {
-        t = t.substr(6);
+        t.remove_prefix(6);
     }
     if (!t.empty() && t.back() == '/') {
-        t.pop_back();
+        t.remove_suffix(1);
     }
-    std::string h;
-    std::string p;
-    if (!t.empty() && t.front() == '[') {  // [v6]:port
-        const size_t close = t.find(']');
-        if (close == std::string::npos || close + 1 >= t.size() || t[close + 1] != ':') {
-            return {Code::kInvalidArgument, "expected [HOST]:PORT, got '" + text + "'"};
-        }
-        h = t.substr(1, close - 1);
-        p = t.substr(close + 2);
-    } else {
-        const size_t colon = t.rfind(':');
-        if (colon == std::string::npos || colon == 0) {
-            return {Code::kInvalidArgument, "expected HOST:PORT, got '" + text + "'"};
-        }
-        h = t.substr(0, colon);
-        p = t.substr(colon + 1);
+    const auto hp = options::parseHostPort(t);
+    if (!hp) {
+        return {Code::kInvalidArgument, "expected [tcp://]HOST:PORT, got '" + text + "'"};
     }
-    auto n = parseInt("port", p, 0, 65535);
-    if (!n.isOk()) {
-        return {Code::kInvalidArgument, "bad port in '" + text + "'"};
-    }
-    *host = h;
-    *port = static_cast<uint16_t>(n.value());
+    *host = hp->host;
+    *port = hp->port;
     return Status::ok();
 }
 
-Status applyConfigJson(const std::string& text, const std::string& source, DaemonConfig* c) {
-    const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded() || !doc.is_object()) {
-        return {Code::kInvalidArgument, source + ": not a JSON object"};
+Status applyConfigJson(const std::string& text, const std::string& source, DaemonConfig* config) {
+    options::Parsed<DaemonFlags> p;
+    p.config = flagsOf(*config);
+    applyJson(text, source, &p);
+    ATLAS_RETURN_IF_ERROR(p.status());
+    unpack(p.config, config);
+    return Status::ok();
+}
+
+Result<ParsedArgs> parseDaemonArgs(int argc, const char* const* argv, const EnvLookup& env) {
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    options::Parsed<DaemonFlags> p;
+    if (env) {
+        options::readEnv(table(), env, &p);
     }
-    for (auto it = doc.begin(); it != doc.end(); ++it) {
-        const Flag* flag = findFlag(it.key());
-        if (flag == nullptr || std::string(flag->name) == "config" ||
-            std::string(flag->name) == "help") {
-            return {Code::kInvalidArgument, source + ": unknown key '" + it.key() + "'"};
-        }
-        std::string value;
-        const auto& v = it.value();
-        if (v.is_string()) {
-            value = v.get<std::string>();
-        } else if (v.is_boolean()) {
-            if (flag->arg == nullptr) {
-                if (!v.get<bool>()) {
-                    continue;  // a switch set to false: leave the default
-                }
-            } else {
-                value = v.get<bool>() ? "true" : "false";
-            }
-        } else if (v.is_number_integer()) {
-            value = std::to_string(v.get<int64_t>());
-        } else if (v.is_number()) {
-            std::ostringstream os;
-            os.precision(17);
-            os << v.get<double>();
-            value = os.str();
-        } else if (v.is_array()) {
-            for (size_t i = 0; i < v.size(); ++i) {
-                if (!v[i].is_number_integer()) {
-                    return {Code::kInvalidArgument,
-                            source + ": '" + it.key() + "' must be a list of integers"};
-                }
-                value += (i ? "," : "") + std::to_string(v[i].get<int64_t>());
-            }
+    // The flags once to find --config, whose file applies under them; then the flags again.
+    options::Parsed<DaemonFlags> first = p;
+    options::readArgs(table(), args, &first);
+    if (!first.config.help && !first.config.config_file.empty() && first.errors.empty()) {
+        auto text = readText("--config", first.config.config_file);
+        if (!text.isOk()) {
+            p.errors.push_back(text.status().message());
         } else {
-            return {Code::kInvalidArgument, source + ": unsupported value for '" + it.key() + "'"};
-        }
-        Status st = applyFlag(*flag, value, c);
-        if (!st.isOk()) {
-            return {st.code(), source + ": " + st.message()};
+            applyJson(text.value(), first.config.config_file, &p);
         }
     }
-    return Status::ok();
-}
-
-Result<ParsedArgs> parseDaemonArgs(int argc, const char* const* argv) {
+    options::readArgs(table(), args, &p);
+    for (const std::string& word : p.positional) {
+        p.errors.push_back("unexpected argument '" + word + "' (see --help)");
+    }
     ParsedArgs out;
-    // Split "--name=value" / "--name value" first, so --config can be applied before the rest.
-    std::vector<std::pair<const Flag*, std::string>> items;
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i];
-        if (arg == "-h") {
-            arg = "--help";
-        }
-        if (arg.rfind("--", 0) != 0) {
-            return Status{Code::kInvalidArgument, "unexpected argument '" + arg + "' (see --help)"};
-        }
-        std::string name = arg.substr(2);
-        std::string value;
-        bool has_value = false;
-        const size_t eq = name.find('=');
-        if (eq != std::string::npos) {
-            value = name.substr(eq + 1);
-            name = name.substr(0, eq);
-            has_value = true;
-        }
-        const Flag* flag = findFlag(name);
-        if (flag == nullptr) {
-            return Status{Code::kInvalidArgument, "unknown flag --" + name + " (see --help)"};
-        }
-        if (flag->arg == nullptr) {
-            if (has_value) {
-                return Status{Code::kInvalidArgument, "--" + name + " takes no value"};
-            }
-        } else if (!has_value) {
-            if (i + 1 >= argc) {
-                return Status{Code::kInvalidArgument,
-                              "--" + name + " needs a value (" + flag->arg + ")"};
-            }
-            value = argv[++i];
-        }
-        items.emplace_back(flag, value);
+    out.help = p.config.help;
+    out.warnings = p.warnings;
+    if (out.help) {
+        return out;
     }
-    for (const auto& [flag, value] : items) {
-        if (std::string(flag->name) == "help") {
-            out.help = true;
-        } else if (std::string(flag->name) == "config") {
-            std::ifstream in(value, std::ios::binary);
-            if (!in) {
-                return Status{Code::kInvalidArgument, "--config: cannot read '" + value + "'"};
-            }
-            std::string text((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-            ATLAS_RETURN_IF_ERROR(applyConfigJson(text, value, &out.config));
+    if (!p.config.auth_key_file.empty()) {
+        auto key = readText("--auth-key-file", p.config.auth_key_file);
+        std::string k = key.isOk() ? key.value() : "";
+        while (!k.empty() && (k.back() == '\n' || k.back() == '\r')) {
+            k.pop_back();
         }
+        if (!key.isOk() || k.empty()) {
+            p.errors.push_back("--auth-key-file: cannot read a key from '" +
+                               p.config.auth_key_file + "'");
+        }
+        p.config.config.auth_key = k;
     }
-    for (const auto& [flag, value] : items) {
-        ATLAS_RETURN_IF_ERROR(applyFlag(*flag, value, &out.config));
+    const EnvLookup none = [](const char*) -> const char* { return nullptr; };
+    auto rank = channel::resolveLocalRank(p.config.config.local_rank, env ? env : none);
+    if (!rank.isOk()) {
+        p.errors.push_back(rank.status().message());
+    } else {
+        p.config.config.local_rank = rank.value().rank;
     }
+    ATLAS_RETURN_IF_ERROR(p.status());
+    unpack(p.config, &out.config);
     return out;
 }
 
 std::string daemonHelp() {
-    std::string out =
-        "bubbletea: prefill-as-a-service inside predicted GPU idle windows\n"
-        "\n"
-        "usage: bubbletea (--model-dir DIR | --random-weights SHAPE) [flags]\n"
-        "\n"
-        "Serves POST /v1/completions (OpenAI subset with kv_transfer_params, max_tokens=1),\n"
-        "GET /v1/models, /healthz, /metrics and /v1/kv/{id}. Prefill runs only inside the\n"
-        "windows of the GPU's bubble channel (or a standalone --windows mode). docs/bubbletea.md\n"
-        "has the API, the scheduler and the KV hand-off protocol.\n"
-        "\n"
-        "flags (FLAG VALUE or FLAG=VALUE; config-file keys are the names without '--'):\n";
-    const DaemonConfig defaults;
-    for (const auto& f : flags()) {
-        std::string line = "  --" + std::string(f.name);
-        if (f.arg != nullptr) {
-            line += " " + std::string(f.arg);
-        }
-        if (line.size() < 30) {
-            line.resize(30, ' ');
-        } else {
-            line += "\n" + std::string(30, ' ');
-        }
-        line += f.help;
-        if (f.get) {
-            const std::string d = f.get(defaults);
-            if (!d.empty()) {
-                line += " [" + d + "]";
-            }
-        }
-        out += line + "\n";
-    }
-    out +=
-        "\n"
-        "environment (read only when the matching flag is absent):\n"
-        "  ATLAS_BUBBLE_CHANNEL        channel name pattern, as for the NCCL plugin\n"
-        "  LOCAL_RANK                  local rank (set by torchrun) for the channel name\n"
-        "\n"
-        "signals: SIGTERM/SIGINT drain (stop accepting, finish or reject queued work, exit 0).\n";
-    return out;
+    return "bubbletea: prefill-as-a-service inside predicted GPU idle windows\n"
+           "\n"
+           "usage: bubbletea (--model-dir DIR | --random-weights SHAPE) [flags]\n"
+           "\n"
+           "Serves POST /v1/completions (OpenAI subset with kv_transfer_params, max_tokens=1),\n"
+           "GET /v1/models, /healthz, /metrics and /v1/kv/{id}. Prefill runs only inside the\n"
+           "windows of the GPU's bubble channel (or a standalone --windows mode). "
+           "docs/bubbletea.md\n"
+           "has the API, the scheduler and the KV hand-off protocol.\n"
+           "\n"
+           "flags (FLAG VALUE or FLAG=VALUE; config-file keys are the names without '--'):\n" +
+           options::flagHelp(table()) +
+           "\nenvironment (read only when the matching flag is absent):\n" +
+           options::envHelp(table()) +
+           "\nsignals: SIGTERM/SIGINT drain (stop accepting, finish or reject queued work, exit "
+           "0).\n";
+}
+
+std::string daemonFlagsMarkdown() {
+    return options::markdown(table());
 }
 
 Status validateDaemonConfig(const DaemonConfig& c) {
@@ -709,6 +486,9 @@ Status validateDaemonConfig(const DaemonConfig& c) {
     if (c.log_level != "warn" && c.log_level != "info" && c.log_level != "trace") {
         return {Code::kInvalidArgument, "--log-level: expected warn, info or trace"};
     }
+    if (!c.cost_model.empty() && c.cost_model.size() != 3) {
+        return {Code::kInvalidArgument, "--cost-model: expected A,B,C"};
+    }
     if (!c.decode_url.empty()) {
         std::string host;
         uint16_t port = 0;
@@ -720,21 +500,6 @@ Status validateDaemonConfig(const DaemonConfig& c) {
     }
     if (!c.fallback_url.empty() && c.fallback_url.rfind("http://", 0) != 0) {
         return {Code::kInvalidArgument, "--fallback-url: only http:// URLs are supported"};
-    }
-    if (!c.cost_model.empty()) {
-        std::stringstream ss(c.cost_model);
-        std::string item;
-        int n = 0;
-        while (std::getline(ss, item, ',')) {
-            auto x = parseDouble("cost-model", item, 0, 1e15);
-            if (!x.isOk()) {
-                return x.status();
-            }
-            ++n;
-        }
-        if (n != 3) {
-            return {Code::kInvalidArgument, "--cost-model: expected A,B,C"};
-        }
     }
     return Status::ok();
 }

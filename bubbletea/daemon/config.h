@@ -1,10 +1,13 @@
-// The daemon's configuration: one plain struct, filled from a JSON config file
-// (--config FILE) and then from command-line flags (flags win). Every flag is declared once
-// in config.cc's table, which also produces --help, so the documentation cannot drift from
-// what is parsed. JSON keys are the flag names without the leading "--"
-// (e.g. {"listen": "0.0.0.0:8100", "engine": "cpu"}).
+// The daemon's configuration: one plain struct, filled from the environment
+// (ATLAS_BUBBLE_CHANNEL, ATLAS_LOCAL_RANK: the plugin's variables), a JSON config file
+// (--config FILE) and command-line flags, in that order (flags win). Every flag is one entry
+// of config.cc's options table (options/table.h), which also produces --help and the flag
+// table of docs/bubbletea.md, so the documentation cannot drift from what is parsed. JSON
+// keys are the flag names without the leading "--" (e.g. {"listen": "0.0.0.0:8100",
+// "engine": "cpu"}). The local rank follows the plugin's rule (channel/local_rank.h), so the
+// daemon reads the channel the plugin of its GPU writes.
 //
-// Threads: plain values; parsing is pure apart from reading the config file.
+// Threads: plain values; parsing is pure apart from reading the config and key files.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "atlas/common/clock.h"
+#include "atlas/common/env.h"
 #include "atlas/common/status.h"
 #include "bubbletea/engine/dtype.h"
 
@@ -47,7 +51,7 @@ struct DaemonConfig {
     uint64_t seed = 1;
     std::string model_name;  // served name; default: model dir basename / random shape
     EngineKind engine = EngineKind::kCpu;
-    int engine_threads = 0;  // cpu engine threads; 0 = hardware concurrency
+    int engine_threads = 0;  // cpu engine compute threads (--compute-threads); 0 = all cores
     int cuda_device = 0;
     bool cuda_low_priority = true;
     int64_t max_prompt_tokens = 0;  // 0: the model's max_position_embeddings
@@ -56,7 +60,7 @@ struct DaemonConfig {
     // Windows
     WindowMode window_mode = WindowMode::kChannel;
     std::string channel;  // shm name; may contain "{local_rank}"; default per rank
-    int local_rank = -1;  // -1: $LOCAL_RANK, else 0
+    int local_rank = -1;  // -1: the launcher's (channel/local_rank.h), resolved by parsing
     Nanos duty_period_ns = 50 * kNsPerMs;
     Nanos duty_open_ns = 20 * kNsPerMs;
     Nanos duty_offset_ns = 0;  // the first window opens this long after start-up
@@ -75,7 +79,7 @@ struct DaemonConfig {
     std::vector<int64_t> profile_tokens = {16, 64, 256};
     std::vector<int64_t> profile_contexts = {0, 512};
     Nanos profile_budget_ns = 20 * kNsPerSec;
-    std::string cost_model;  // "A_NS,B_NS,C_NS": skip profiling
+    std::vector<double> cost_model;  // {a_ns, b_ns, c_ns}: skip profiling; empty: profile
 
     // Fallback and KV hand-off
     std::string fallback_url;  // http://host:port[/path]
@@ -96,22 +100,27 @@ const char* engineKindName(EngineKind kind);
 struct ParsedArgs {
     DaemonConfig config;
     bool help = false;
+    std::vector<std::string> warnings;  // deprecated spellings in use
 };
 
-// Parses argv (argv[0] skipped). Applies --config FILE first wherever it appears. Errors
-// (kInvalidArgument) name the flag and the accepted values.
-Result<ParsedArgs> parseDaemonArgs(int argc, const char* const* argv);
+// Parses argv (argv[0] skipped) over the environment `env` (none when empty). Applies
+// --config FILE first wherever it appears, then the flags, then resolves the local rank
+// (--local-rank, else ATLAS_LOCAL_RANK, else the launcher's variables). Errors
+// (kInvalidArgument) name the flag and the accepted values, all of them at once.
+Result<ParsedArgs> parseDaemonArgs(int argc, const char* const* argv, const EnvLookup& env = {});
 
 // Applies one JSON config document (an object of flag-name -> value).
 Status applyConfigJson(const std::string& text, const std::string& source, DaemonConfig* config);
 
 // The --help text: usage, every flag with its default and meaning, and the environment.
 std::string daemonHelp();
+// The flag table of docs/bubbletea.md, generated from the registry.
+std::string daemonFlagsMarkdown();
 
 // Checks cross-field constraints (a model source, ports, chunk bounds, ...).
 Status validateDaemonConfig(const DaemonConfig& config);
 
-// "host:port" or "tcp://host:port" -> (host, port).
+// "host:port", "tcp://host:port" or "[v6]:port", optional trailing '/' -> (host, port).
 Status parseHostPort(const std::string& text, std::string* host, uint16_t* port);
 
 }  // namespace atlas::bubbletea

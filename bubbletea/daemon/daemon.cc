@@ -68,19 +68,6 @@ bool safeId(const std::string& s) {
     return true;
 }
 
-Result<CostCoefficients> parseCostModel(const std::string& text) {
-    std::stringstream ss(text);
-    std::string item;
-    std::vector<double> v;
-    while (std::getline(ss, item, ',')) {
-        v.push_back(std::strtod(item.c_str(), nullptr));
-    }
-    if (v.size() != 3) {
-        return Status{Code::kInvalidArgument, "--cost-model: expected A,B,C"};
-    }
-    return CostCoefficients{v[0], v[1], v[2]};
-}
-
 int64_t unixNow() {
     return static_cast<int64_t>(std::time(nullptr));
 }
@@ -448,12 +435,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config, Logge
                    static_cast<long long>(mc.hidden_size),
                    static_cast<long long>(mc.max_position_embeddings));
 
-    if (!config.cost_model.empty()) {
-        auto c = parseCostModel(config.cost_model);
-        if (!c.isOk()) {
-            return c.status();
-        }
-        impl->initial_cost = c.value();
+    if (config.cost_model.size() == 3) {  // --cost-model, validated by the options table
+        impl->initial_cost = {config.cost_model[0], config.cost_model[1], config.cost_model[2]};
     } else {
         ProfilePlan plan;
         plan.chunk_tokens = config.profile_tokens;

@@ -6,31 +6,26 @@
 
 #include "bubbletea/daemon/config.h"
 #include "bubbletea/daemon/daemon.h"
+#include "options/env.h"
 
 int main(int argc, char** argv) {
     using namespace atlas::bubbletea;
-    auto parsed = parseDaemonArgs(argc, argv);
+    atlas::options::warnUnknownEnv("bubbletea");
+    auto parsed = parseDaemonArgs(argc, argv, atlas::processEnv());
     if (!parsed.isOk()) {
         std::fprintf(stderr, "bubbletea: %s\n", parsed.status().message().c_str());
         return 2;
+    }
+    for (const std::string& w : parsed.value().warnings) {
+        std::fprintf(stderr, "bubbletea: warning: %s\n", w.c_str());
     }
     if (parsed.value().help) {
         std::fputs(daemonHelp().c_str(), stdout);
         return 0;
     }
+    // The environment was read by parseDaemonArgs, once, only where no flag was given:
+    // libraries take plain config structs.
     DaemonConfig config = parsed.value().config;
-    // The environment is read here, once, and only where no flag was given: libraries take
-    // plain config structs.
-    if (config.channel.empty()) {
-        if (const char* env = std::getenv("ATLAS_BUBBLE_CHANNEL"); env != nullptr && *env) {
-            config.channel = env;
-        }
-    }
-    if (config.local_rank < 0) {
-        if (const char* env = std::getenv("LOCAL_RANK"); env != nullptr && *env) {
-            config.local_rank = std::atoi(env);
-        }
-    }
     // Peers that vanish must show up as errors on the socket, not kill the daemon.
     std::signal(SIGPIPE, SIG_IGN);
 

@@ -72,7 +72,7 @@ for S in ${PROFILE_SHAPES:-small llama-3.2-1b}; do
     echo "== $ENGINE engine profile, shape $S"
     PORT2=$((PORT + 1))
     taskset -c "$DAEMON_CPUS" "$BIN/bubbletea" --engine "$ENGINE" --random-weights "$S" \
-        --engine-threads "$THREADS" --windows always --listen 127.0.0.1:$PORT2 \
+        --compute-threads "$THREADS" --windows always --listen 127.0.0.1:$PORT2 \
         --profile-tokens "${PROFILE_TOKENS:-16,64,256,1024}" \
         --profile-contexts "${PROFILE_CONTEXTS:-0,1024}" --profile-budget-ms 60000 \
         2>"$OUT/profile_${ENGINE}_$S.log" &
@@ -90,7 +90,7 @@ SYNTH=$!
 sleep 0.5
 PORT3=$((PORT + 2))
 taskset -c "$DAEMON_CPUS" "$BIN/bubbletea" --engine "$ENGINE" --random-weights "$SHAPE" \
-    --engine-threads "$THREADS" --channel "$CH" --listen 127.0.0.1:$PORT3 --queue-limit 256 \
+    --compute-threads "$THREADS" --channel "$CH" --listen 127.0.0.1:$PORT3 --queue-limit 256 \
     --default-ttft-ms 20000 --min-chunk-tokens 8 2>"$OUT/fill_${ENGINE}.log" &
 PID=$!
 wait_up $PORT3 || { echo "fill daemon did not start"; cat "$OUT/fill_${ENGINE}.log"; }
