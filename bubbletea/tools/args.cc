@@ -1,47 +1,57 @@
 #include "bubbletea/tools/args.h"
 
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
+#include "options/help.h"
+#include "options/table.h"
 
 namespace atlas::bubbletea::tools {
+namespace {
+
+// A table built at run time from a subcommand's specs: every flag records its raw text and
+// the typed getters below parse it.
+options::Table<Args> tableOf(const std::vector<FlagSpec>& specs, std::vector<std::string>* names) {
+    options::Table<Args> t;
+    names->reserve(specs.size());
+    for (const FlagSpec& s : specs) {
+        names->push_back("--" + s.name);
+    }
+    for (size_t i = 0; i < specs.size(); ++i) {
+        const FlagSpec& s = specs[i];
+        options::Option<Args> o;
+        o.name = (*names)[i];
+        o.field = s.name;
+        o.type = s.takes_value ? "string" : "switch";
+        o.metavar = s.value_name.c_str();
+        o.doc = s.help.c_str();
+        o.takes_value = s.takes_value;
+        const std::string name = s.name;
+        o.set = [name](std::string_view text, Args& a) {
+            a.add(name, std::string(text));
+            return std::string();
+        };
+        o.show = [](const Args&) { return std::string(); };
+        o.is_default = [name](const Args& a) { return !a.has(name); };
+        t.options.push_back(std::move(o));
+        if (s.name == "help") {
+            t.aliases.push_back({"-h", "--help", false});
+        }
+    }
+    return t;
+}
+
+std::string range(const std::string& lo, const std::string& hi) {
+    return " in " + lo + ".." + hi;
+}
+
+}  // namespace
 
 Result<Args> Args::parse(int argc, char** argv, int first, const std::vector<FlagSpec>& specs) {
-    Args args;
-    for (int i = first; i < argc; ++i) {
-        std::string word = argv[i];
-        if (word.size() < 3 || word.compare(0, 2, "--") != 0) {
-            args.positional_.push_back(word);
-            continue;
-        }
-        std::string name = word.substr(2);
-        std::string value;
-        bool has_inline_value = false;
-        if (const auto eq = name.find('='); eq != std::string::npos) {
-            value = name.substr(eq + 1);
-            name = name.substr(0, eq);
-            has_inline_value = true;
-        }
-        const FlagSpec* spec = nullptr;
-        for (const FlagSpec& s : specs) {
-            if (s.name == name) {
-                spec = &s;
-            }
-        }
-        if (spec == nullptr) {
-            return Status(Code::kInvalidArgument, "unknown flag --" + name);
-        }
-        if (spec->takes_value && !has_inline_value) {
-            if (i + 1 >= argc) {
-                return Status(Code::kInvalidArgument, "flag --" + name + " needs a value");
-            }
-            value = argv[++i];
-        } else if (!spec->takes_value && has_inline_value) {
-            return Status(Code::kInvalidArgument, "flag --" + name + " takes no value");
-        }
-        args.values_[name].push_back(value);
-    }
-    return args;
+    std::vector<std::string> names;
+    const options::Table<Args> table = tableOf(specs, &names);
+    options::Parsed<Args> p;
+    options::readArgs(table, std::vector<std::string>(argv + first, argv + argc), &p);
+    ATLAS_RETURN_IF_ERROR(p.status());
+    p.config.positional_ = p.positional;
+    return std::move(p.config);
 }
 
 std::string Args::get(const std::string& name, const std::string& fallback) const {
@@ -61,18 +71,18 @@ Result<double> Args::getDouble(const std::string& name, double fallback, double 
         return fallback;
     }
     const std::string text = get(name);
-    char* end = nullptr;
-    errno = 0;
-    const double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(v)) {
-        return Status(Code::kInvalidArgument, "--" + name + ": '" + text + "' is not a number");
+    const auto v = options::parseDouble(text);
+    const std::string accepted =
+        "a number" + range(options::formatDouble(min), options::formatDouble(max));
+    if (!v) {
+        return Status(Code::kInvalidArgument, "--" + name + "=" + options::quote(text) +
+                                                  " is invalid: expected " + accepted);
     }
-    if (v < min || v > max) {
-        return Status(Code::kInvalidArgument, "--" + name + ": " + text + " is outside [" +
-                                                  std::to_string(min) + ", " + std::to_string(max) +
-                                                  "]");
+    if (*v < min || *v > max) {
+        return Status(Code::kInvalidArgument, "--" + name + "=" + options::quote(text) +
+                                                  " is out of range: expected " + accepted);
     }
-    return v;
+    return *v;
 }
 
 Result<int64_t> Args::getInt(const std::string& name, int64_t fallback, int64_t min,
@@ -81,32 +91,23 @@ Result<int64_t> Args::getInt(const std::string& name, int64_t fallback, int64_t 
         return fallback;
     }
     const std::string text = get(name);
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno != 0) {
-        return Status(Code::kInvalidArgument, "--" + name + ": '" + text + "' is not an integer");
+    const auto v = options::parseSigned(text);
+    const std::string accepted = "an integer" + range(std::to_string(min), std::to_string(max));
+    if (!v) {
+        return Status(Code::kInvalidArgument, "--" + name + "=" + options::quote(text) +
+                                                  " is invalid: expected " + accepted);
     }
-    if (v < min || v > max) {
-        return Status(Code::kInvalidArgument, "--" + name + ": " + text + " is outside [" +
-                                                  std::to_string(min) + ", " + std::to_string(max) +
-                                                  "]");
+    if (*v < min || *v > max) {
+        return Status(Code::kInvalidArgument, "--" + name + "=" + options::quote(text) +
+                                                  " is out of range: expected " + accepted);
     }
-    return static_cast<int64_t>(v);
+    return *v;
 }
 
 std::string formatFlags(const std::vector<FlagSpec>& specs) {
-    std::string out;
-    for (const FlagSpec& s : specs) {
-        std::string left = "  --" + s.name + (s.takes_value ? " " + s.value_name : "");
-        if (left.size() < 26) {
-            left.resize(26, ' ');
-        } else {
-            left += "\n" + std::string(26, ' ');
-        }
-        out += left + s.help + "\n";
-    }
-    return out;
+    std::vector<std::string> names;
+    const options::Table<Args> table = tableOf(specs, &names);
+    return options::flagHelp(table);
 }
 
 }  // namespace atlas::bubbletea::tools

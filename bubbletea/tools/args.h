@@ -1,6 +1,8 @@
-// A small command-line flag parser for atlas-bubbles: "--name value", "--name=value",
-// boolean "--name", repeatable flags, and positional words. Each subcommand declares its
-// flags; anything undeclared is an error naming the flag.
+// The command line of the atlas-bubbles subcommands, on the options layer (options/): each
+// subcommand declares its flags; "--name value", "--name=value", boolean "--name",
+// repeatable flags and positional words; an undeclared flag is an error that suggests the
+// nearest declared one, and every problem is reported at once. The typed getters use the
+// layer's strict parsers (no trailing garbage, hex, inf or overflow).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,11 @@ class Args {
                              double max) const;
     Result<int64_t> getInt(const std::string& name, int64_t fallback, int64_t min,
                            int64_t max) const;
+
+    // Records one occurrence (the options table's setter).
+    void add(const std::string& name, std::string value) {
+        values_[name].push_back(std::move(value));
+    }
 
   private:
     std::map<std::string, std::vector<std::string>> values_;

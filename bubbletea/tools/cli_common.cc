@@ -10,6 +10,8 @@
 
 #include "atlas/bubble_channel.h"
 #include "channel/channel_name.h"
+#include "channel/local_rank.h"
+#include "options/value.h"
 
 namespace atlas::bubbletea::tools {
 
@@ -37,14 +39,13 @@ Result<std::vector<std::string>> selectChannels(const Args& args) {
         names.push_back(name);
     }
     for (const std::string& rank : args.all("rank")) {
-        char* end = nullptr;
-        errno = 0;
-        const long r = std::strtol(rank.c_str(), &end, 10);
-        if (rank.empty() || *end != '\0' || errno != 0 || r < 0 || r > 1'000'000) {
-            return Status(Code::kInvalidArgument,
-                          "--rank: '" + rank + "' is not a local rank (0, 1, ...)");
+        const auto r = options::parseUnsigned(rank);
+        if (!r || *r > static_cast<uint64_t>(channel::kMaxLocalRank)) {
+            return Status(Code::kInvalidArgument, "--rank=" + options::quote(rank) +
+                                                      " is invalid: expected a local rank in 0.." +
+                                                      std::to_string(channel::kMaxLocalRank));
         }
-        names.push_back(channel::defaultChannelName(static_cast<int>(r)));
+        names.push_back(channel::defaultChannelName(static_cast<int>(*r)));
     }
     if (names.empty()) {
         names = channel::listChannelNames();

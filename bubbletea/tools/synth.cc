@@ -1,5 +1,7 @@
 #include "bubbletea/tools/synth.h"
 
+#include "options/value.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -43,17 +45,17 @@ Result<std::vector<IdleSlot>> parseIdleSlots(const std::string& text) {
     std::string item;
     while (std::getline(ss, item, ',')) {
         const auto colon = item.find(':');
-        char* end1 = nullptr;
-        char* end2 = nullptr;
-        const std::string a = colon == std::string::npos ? item : item.substr(0, colon);
-        const std::string b = colon == std::string::npos ? "" : item.substr(colon + 1);
-        const double offset = std::strtod(a.c_str(), &end1);
-        const double duration = std::strtod(b.c_str(), &end2);
-        if (colon == std::string::npos || a.empty() || b.empty() || *end1 != '\0' ||
-            *end2 != '\0' || !std::isfinite(offset) || !std::isfinite(duration)) {
+        const auto offset_ms = options::parseDouble(std::string_view(item).substr(0, colon));
+        const auto duration_ms =
+            colon == std::string::npos
+                ? std::nullopt
+                : options::parseDouble(std::string_view(item).substr(colon + 1));
+        if (!offset_ms || !duration_ms) {
             return Status(Code::kInvalidArgument,
                           "--idle: '" + item + "' is not OFFSET_MS:DURATION_MS");
         }
+        const double offset = *offset_ms;
+        const double duration = *duration_ms;
         slots.push_back({static_cast<Nanos>(std::llround(offset * kNsPerMs)),
                          static_cast<Nanos>(std::llround(duration * kNsPerMs))});
     }

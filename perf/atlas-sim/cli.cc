@@ -3,6 +3,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "options/help.h"
+#include "options/table.h"
 #include "perf/atlas-sim/config.h"
 #include "perf/atlas-sim/plan.h"
 #include "perf/atlas-sim/report.h"
@@ -16,7 +18,7 @@ constexpr int kOk = 0;
 constexpr int kFailed = 1;
 constexpr int kUsage = 2;
 
-const char* kHelp = R"(atlas-sim: discrete-event simulator of geo-distributed LLM training
+const char* kPreamble = R"(atlas-sim: discrete-event simulator of geo-distributed LLM training
 (Atlas WAN transport and link scheduling, placement, BubbleTea prefill in GPU bubbles).
 
 usage:
@@ -27,17 +29,6 @@ usage:
                                       for the fastest iteration
 
 options:
-  --set PATH=VALUE       override a config key (dotted path, JSON value), repeatable
-                         e.g. --set network.policy=fair --set parallelism.dp=4
-  --json FILE            write the results as JSON
-  --trace FILE           (run) Chrome trace of the last iterations (open in Perfetto)
-  --plots DIR            (run) gnuplot timeline and utilization PNGs into DIR
-  --trace-iterations N   iterations shown in --trace/--plots (default 2)
-  --trace-pipelines N    pipelines shown in --trace/--plots (default 8)
-  --quiet                no table on stdout
-  -h, --help             this text
-
-docs/atlas-sim.md describes every config key and output.
 )";
 
 struct Options {
@@ -50,86 +41,65 @@ struct Options {
     int trace_iterations = 2;
     int trace_pipelines = 8;
     bool quiet = false;
+    bool help = false;
 };
 
-bool parseInt(const std::string& s, int lo, int hi, int* out) {
-    try {
-        size_t pos = 0;
-        const long v = std::stol(s, &pos);
-        if (pos != s.size() || v < lo || v > hi) {
-            return false;
-        }
-        *out = static_cast<int>(v);
-        return true;
-    } catch (...) {
-        return false;
-    }
+using namespace options::kinds;
+
+#define ATLAS_SIM_OPTIONS(X)                                                                      \
+    X("--set", Repeat<String>, sets, 0, 0, "PATH=VALUE",                                          \
+      "override a config key before parsing: PATH is dotted (network.policy, "                    \
+      "cluster.dcs.0.gpus), VALUE is read as JSON when it parses (4, true, [1,2]), else as a "    \
+      "string")                                                                                   \
+    X("--json", Path, json, 0, 0, "FILE", "write the results (and the effective config) as JSON") \
+    X("--trace", Path, trace, 0, 0, "FILE",                                                       \
+      "(run) Chrome trace JSON of the last iterations (open it in https://ui.perfetto.dev)")      \
+    X("--plots", Path, plots, 0, 0, "DIR",                                                        \
+      "(run) gnuplot data, script and, with gnuplot installed, timeline and utilization PNGs")    \
+    X("--trace-iterations", Uint, trace_iterations, 1, 1 << 20, "N",                              \
+      "iterations shown in --trace/--plots (the last ones)")                                      \
+    X("--trace-pipelines", Uint, trace_pipelines, 1, 1 << 20, "N",                                \
+      "pipelines shown in --trace/--plots (all stages of each)")                                  \
+    X("--quiet", Switch, quiet, 0, 0, "", "no table on stdout")                                   \
+    X("--help", Switch, help, 0, 0, "", "this text")
+
+#define ATLAS_SIM_ALIASES(X) X("-h", "--help", false)
+
+const options::Table<Options>& table() {
+    static const auto t = ATLAS_OPTIONS_TABLE(Options, ATLAS_SIM_OPTIONS, ATLAS_SIM_ALIASES);
+    return t;
 }
 
-// Returns kOk, or kUsage after printing why.
+// Returns kOk, or kUsage after printing every problem.
 int parseArgs(const std::vector<std::string>& args, Options* o, std::ostream& err) {
-    size_t i = 0;
-    auto value = [&](const std::string& flag, std::string* dst) {
-        if (i + 1 >= args.size()) {
-            err << "atlas-sim: " << flag << " needs a value\n";
-            return false;
-        }
-        *dst = args[++i];
-        return true;
-    };
-    for (; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        std::string v;
-        if (a == "-h" || a == "--help") {
-            o->command = "help";
-            return kOk;
-        } else if (a == "--set") {
-            if (!value(a, &v)) {
-                return kUsage;
-            }
-            o->sets.push_back(v);
-        } else if (a == "--json") {
-            if (!value(a, &o->json)) {
-                return kUsage;
-            }
-        } else if (a == "--trace") {
-            if (!value(a, &o->trace)) {
-                return kUsage;
-            }
-        } else if (a == "--plots") {
-            if (!value(a, &o->plots)) {
-                return kUsage;
-            }
-        } else if (a == "--trace-iterations" || a == "--trace-pipelines") {
-            int* dst = a == "--trace-iterations" ? &o->trace_iterations : &o->trace_pipelines;
-            if (!value(a, &v) || !parseInt(v, 1, 1 << 20, dst)) {
-                err << "atlas-sim: " << a << " needs a positive integer\n";
-                return kUsage;
-            }
-        } else if (a == "--quiet") {
-            o->quiet = true;
-        } else if (!a.empty() && a[0] == '-') {
-            err << "atlas-sim: unknown option " << a << " (see --help)\n";
-            return kUsage;
-        } else if (o->command.empty()) {
-            o->command = a;
-        } else if (o->config.empty()) {
-            o->config = a;
-        } else {
-            err << "atlas-sim: unexpected argument " << a << "\n";
-            return kUsage;
-        }
-    }
-    if (o->command.empty()) {
+    options::Parsed<Options> p;
+    options::readArgs(table(), args, &p);
+    *o = p.config;
+    if (o->help) {
         o->command = "help";
         return kOk;
     }
-    if (o->command != "run" && o->command != "compare" && o->command != "plan") {
-        err << "atlas-sim: unknown command '" << o->command << "' (run, compare, plan)\n";
-        return kUsage;
+    if (!p.positional.empty()) {
+        o->command = p.positional[0];
     }
-    if (o->config.empty()) {
-        err << "atlas-sim: " << o->command << " needs a CONFIG file\n";
+    if (p.positional.size() > 1) {
+        o->config = p.positional[1];
+    }
+    for (size_t i = 2; i < p.positional.size(); ++i) {
+        p.errors.push_back("unexpected argument " + p.positional[i]);
+    }
+    if (o->command.empty() && p.errors.empty()) {
+        o->command = "help";
+        return kOk;
+    }
+    if (!o->command.empty() && o->command != "run" && o->command != "compare" &&
+        o->command != "plan") {
+        p.errors.push_back("unknown command '" + o->command + "' (run, compare, plan)");
+    } else if (!o->command.empty() && o->config.empty()) {
+        p.errors.push_back(o->command + " needs a CONFIG file");
+    }
+    if (!p.errors.empty()) {
+        err << "atlas-sim: " << p.status().message() << "\n";
         return kUsage;
     }
     return kOk;
@@ -262,13 +232,22 @@ int cmdPlan(const Options& o, const nlohmann::json& doc, std::ostream& out, std:
 
 }  // namespace
 
+std::string helpText() {
+    return kPreamble + options::flagHelp(table()) +
+           "\ndocs/atlas-sim.md describes every config key and output.\n";
+}
+
+std::string optionsMarkdown() {
+    return options::markdown(table());
+}
+
 int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
     Options o;
     if (parseArgs(args, &o, err) != kOk) {
         return kUsage;
     }
     if (o.command == "help") {
-        out << kHelp;
+        out << helpText();
         return kOk;
     }
     Result<nlohmann::json> doc = loadJsonFile(o.config);

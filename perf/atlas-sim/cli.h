@@ -14,4 +14,8 @@ namespace atlas::sim {
 // Runs one command; output goes to `out`, diagnostics to `err`.
 int runCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// --help, and docs/atlas-sim.md's option table, both from the flag registry (cli.cc).
+std::string helpText();
+std::string optionsMarkdown();
+
 }  // namespace atlas::sim

@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "perf/bubbletea-load/options.h"
+
 namespace {
 
 namespace beast = boost::beast;
@@ -38,144 +40,21 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-struct Options {
-    std::string host = "127.0.0.1";
-    std::string port = "8100";
-    std::string model;  // empty: ask GET /v1/models
-    double rate = 100;
-    double duration_s = 10;
-    double warmup_s = 1;
-    int connections = 8;
-    std::string prompt_dist = "fixed:128";
-    int64_t max_prompt = 8192;
-    int64_t vocab = 256;
-    double slo_ms = 500;
-    double ttft_deadline_ms = 0;  // 0: not sent
-    std::string kv_push;          // HOST:PORT: ask for a KV push there
-    bool kv_pull = false;         // ask for remote decode without an endpoint (pull mode)
-    uint64_t seed = 1;
-    std::string json_path;
-    double timeout_s = 60;
-};
-
-void usage() {
-    std::puts(
-        "bubbletea-load: open-loop Poisson load for bubbletea's POST /v1/completions\n"
-        "\n"
-        "  --url http://HOST:PORT     server [http://127.0.0.1:8100]\n"
-        "  --model NAME               model field (default: the first of GET /v1/models)\n"
-        "  --rate R                   mean arrivals per second (Poisson) [100]\n"
-        "  --duration S               measured seconds (after warm-up) [10]\n"
-        "  --warmup S                 seconds of load before measuring [1]\n"
-        "  --connections N            keep-alive connections [8]\n"
-        "  --prompt-dist D            fixed:N | uniform:MIN:MAX | lognormal:MEDIAN:SIGMA "
-        "[fixed:128]\n"
-        "  --max-prompt N             clamp prompt lengths to [1, N] [8192]\n"
-        "  --vocab N                  token ids are uniform in [0, N) [256]\n"
-        "  --slo-ms MS                TTFT SLO for goodput [500]\n"
-        "  --ttft-deadline-ms MS      send ttft_deadline_ms (0: use the server's default) [0]\n"
-        "  --kv-push HOST:PORT        ask for the KV cache to be pushed there (kv-sink)\n"
-        "  --kv-pull                  ask for remote decode without an endpoint (pull mode)\n"
-        "  --seed N                   RNG seed [1]\n"
-        "  --timeout S                per-request timeout [60]\n"
-        "  --json FILE                write results as JSON");
-}
-
-bool parseArgs(int argc, char** argv, Options* o) {
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto next = [&]() -> std::string {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "bubbletea-load: %s needs a value\n", a.c_str());
-                std::exit(2);
-            }
-            return argv[++i];
-        };
-        if (a == "--help" || a == "-h") {
-            usage();
-            std::exit(0);
-        } else if (a == "--url") {
-            std::string u = next();
-            if (u.rfind("http://", 0) == 0) {
-                u = u.substr(7);
-            }
-            const size_t slash = u.find('/');
-            if (slash != std::string::npos) {
-                u = u.substr(0, slash);
-            }
-            const size_t colon = u.rfind(':');
-            if (colon == std::string::npos) {
-                o->host = u;
-                o->port = "80";
-            } else {
-                o->host = u.substr(0, colon);
-                o->port = u.substr(colon + 1);
-            }
-        } else if (a == "--model") {
-            o->model = next();
-        } else if (a == "--rate") {
-            o->rate = std::stod(next());
-        } else if (a == "--duration") {
-            o->duration_s = std::stod(next());
-        } else if (a == "--warmup") {
-            o->warmup_s = std::stod(next());
-        } else if (a == "--connections") {
-            o->connections = std::max(1, std::stoi(next()));
-        } else if (a == "--prompt-dist") {
-            o->prompt_dist = next();
-        } else if (a == "--max-prompt") {
-            o->max_prompt = std::stoll(next());
-        } else if (a == "--vocab") {
-            o->vocab = std::stoll(next());
-        } else if (a == "--slo-ms") {
-            o->slo_ms = std::stod(next());
-        } else if (a == "--ttft-deadline-ms") {
-            o->ttft_deadline_ms = std::stod(next());
-        } else if (a == "--kv-push") {
-            o->kv_push = next();
-        } else if (a == "--kv-pull") {
-            o->kv_pull = true;
-        } else if (a == "--seed") {
-            o->seed = std::stoull(next());
-        } else if (a == "--timeout") {
-            o->timeout_s = std::stod(next());
-        } else if (a == "--json") {
-            o->json_path = next();
-        } else {
-            std::fprintf(stderr, "bubbletea-load: unknown option %s (see --help)\n", a.c_str());
-            return false;
-        }
-    }
-    return o->rate > 0 && o->duration_s > 0;
-}
+using atlas::bubbletea_load::Options;
 
 // Prompt-length distribution.
 class LengthDist {
   public:
     bool parse(const std::string& spec, int64_t max_len) {
         max_ = std::max<int64_t>(1, max_len);
-        std::vector<std::string> parts;
-        size_t start = 0;
-        for (;;) {
-            const size_t colon = spec.find(':', start);
-            parts.push_back(spec.substr(start, colon - start));
-            if (colon == std::string::npos) {
-                break;
-            }
-            start = colon + 1;
+        const auto d = atlas::bubbletea_load::parsePromptDist(spec);
+        if (!d) {
+            return false;
         }
-        kind_ = parts[0];
-        if (kind_ == "fixed" && parts.size() == 2) {
-            a_ = std::stod(parts[1]);
-            return a_ >= 1;
-        }
-        if ((kind_ == "uniform" || kind_ == "lognormal") && parts.size() == 3) {
-            a_ = std::stod(parts[1]);
-            b_ = std::stod(parts[2]);
-            return a_ >= 1 && b_ > 0;
-        }
-        return false;
+        kind_ = d->kind;
+        a_ = d->a;
+        b_ = d->b;
+        return true;
     }
     int64_t sample(std::mt19937_64& rng) const {
         double v = a_;
@@ -491,10 +370,16 @@ std::string fetchModel(net::io_context& ioc, const tcp::resolver::results_type& 
 }  // namespace
 
 int main(int argc, char** argv) {
-    Options o;
-    if (!parseArgs(argc, argv, &o)) {
-        usage();
+    auto parsed =
+        atlas::bubbletea_load::parseOptions(std::vector<std::string>(argv + 1, argv + argc));
+    if (!parsed.isOk()) {
+        std::fprintf(stderr, "bubbletea-load: %s\n", parsed.status().message().c_str());
         return 2;
+    }
+    Options o = parsed.value();
+    if (o.help) {
+        std::fputs(atlas::bubbletea_load::usageText().c_str(), stdout);
+        return 0;
     }
     net::io_context ioc;
     tcp::resolver resolver(ioc);

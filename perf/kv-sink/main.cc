@@ -22,114 +22,16 @@
 #include "bubbletea/daemon/config.h"
 #include "bubbletea/daemon/kv_push.h"
 #include "bubbletea/daemon/kv_receiver.h"
+#include "perf/kv-sink/options.h"
 
 namespace {
 
 using namespace atlas;
 using namespace atlas::bubbletea;
 using json = nlohmann::json;
+using kvsink::Options;
 
 volatile std::sig_atomic_t g_stop = 0;
-
-struct Options {
-    std::string listen = "127.0.0.1:7100";
-    std::string auth_key;
-    std::string expected_model;
-    uint64_t max_bytes = 64ull << 30;
-    uint64_t count = 0;     // exit after this many transfers (0: run until signalled)
-    double duration_s = 0;  // exit after this long (0: no limit)
-    int timeout_ms = 10000;
-    std::string json_path;
-    bool quiet = false;
-    // sender mode
-    std::string send_to;
-    double size_mb = 64;
-    int send_count = 10;
-    std::string checksum = "crc32c";
-    int streams = 0;
-};
-
-void usage() {
-    std::puts(
-        "kv-sink: reference receiver for bubbletea KV pushes (and a synthetic sender)\n"
-        "\n"
-        "receiver: kv-sink [--listen HOST:PORT] [--auth-key KEY | --auth-key-file PATH]\n"
-        "                  [--expected-model NAME] [--max-bytes N] [--count N]\n"
-        "                  [--duration-s S] [--timeout-ms MS] [--json FILE] [--quiet]\n"
-        "sender:   kv-sink --send-to HOST:PORT [--size-mb MB] [--send-count N]\n"
-        "                  [--checksum crc32c|sha256] [--streams N] [--auth-key KEY] [--json "
-        "FILE]\n"
-        "\n"
-        "  --listen HOST:PORT     control port the daemon connects to (kv_transfer_params\n"
-        "                         remote_host/remote_port or bubbletea --decode-url) "
-        "[127.0.0.1:7100]\n"
-        "  --auth-key KEY         transport HMAC key; must match bubbletea --auth-key\n"
-        "  --auth-key-file PATH   read the key from a file\n"
-        "  --expected-model NAME  nack transfers whose model id differs\n"
-        "  --max-bytes N          nack payloads larger than this [68719476736]\n"
-        "  --count N              exit after N transfers (0: until SIGINT/SIGTERM) [0]\n"
-        "  --duration-s S         exit after S seconds (0: no limit) [0]\n"
-        "  --timeout-ms MS        handshake and per-payload receive bound [10000]\n"
-        "  --json FILE            write the summary as JSON\n"
-        "  --quiet                no per-transfer lines\n"
-        "  --send-to HOST:PORT    sender mode: push synthetic KV caches to a kv-sink\n"
-        "  --size-mb MB           sender: payload size per transfer [64]\n"
-        "  --send-count N         sender: transfers [10]\n"
-        "  --checksum ALG         sender: crc32c | sha256 [crc32c]\n"
-        "  --streams N            sender: transport streams (0: from the RTT) [0]");
-}
-
-bool parse(int argc, char** argv, Options* o) {
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto next = [&]() -> std::string {
-            if (i + 1 >= argc) {
-                std::fprintf(stderr, "kv-sink: %s needs a value\n", a.c_str());
-                std::exit(2);
-            }
-            return argv[++i];
-        };
-        if (a == "--help" || a == "-h") {
-            usage();
-            std::exit(0);
-        } else if (a == "--listen") {
-            o->listen = next();
-        } else if (a == "--auth-key") {
-            o->auth_key = next();
-        } else if (a == "--auth-key-file") {
-            std::ifstream in(next());
-            std::getline(in, o->auth_key);
-        } else if (a == "--expected-model") {
-            o->expected_model = next();
-        } else if (a == "--max-bytes") {
-            o->max_bytes = std::stoull(next());
-        } else if (a == "--count") {
-            o->count = std::stoull(next());
-        } else if (a == "--duration-s") {
-            o->duration_s = std::stod(next());
-        } else if (a == "--timeout-ms") {
-            o->timeout_ms = std::stoi(next());
-        } else if (a == "--json") {
-            o->json_path = next();
-        } else if (a == "--quiet") {
-            o->quiet = true;
-        } else if (a == "--send-to") {
-            o->send_to = next();
-        } else if (a == "--size-mb") {
-            o->size_mb = std::stod(next());
-        } else if (a == "--send-count") {
-            o->send_count = std::stoi(next());
-        } else if (a == "--checksum") {
-            o->checksum = next();
-        } else if (a == "--streams") {
-            o->streams = std::stoi(next());
-        } else {
-            std::fprintf(stderr, "kv-sink: unknown option %s (see --help)\n", a.c_str());
-            return false;
-        }
-    }
-    return true;
-}
 
 double percentile(std::vector<double> v, double q) {
     if (v.empty()) {
@@ -229,9 +131,15 @@ int runSender(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    Options o;
-    if (!parse(argc, argv, &o)) {
+    auto parsed = kvsink::parseOptions(std::vector<std::string>(argv + 1, argv + argc));
+    if (!parsed.isOk()) {
+        std::fprintf(stderr, "kv-sink: %s\n", parsed.status().message().c_str());
         return 2;
+    }
+    const Options& o = parsed.value();
+    if (o.help) {
+        std::fputs(kvsink::usageText().c_str(), stdout);
+        return 0;
     }
     std::signal(SIGINT, [](int) { g_stop = 1; });
     std::signal(SIGTERM, [](int) { g_stop = 1; });

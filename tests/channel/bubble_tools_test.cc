@@ -366,6 +366,31 @@ TEST(RecorderTest, MissingChannelIsRetriedUntilItAppears) {
     EXPECT_EQ(recorder.channels()[0]->timeline.observed.size(), 1u);
 }
 
+TEST(ArgsTest, StrictNumbersAndSuggestions) {
+    const std::vector<FlagSpec> specs = {{"seconds", true, "S", ""}, {"help", false, "", ""}};
+    for (const char* bad : {"0x10", " 5", "5 ", "1e400", "inf", "2s"}) {
+        std::vector<std::string> words = {"x", "cmd", "--seconds", bad};
+        std::vector<char*> argv;
+        for (auto& w : words) {
+            argv.push_back(w.data());
+        }
+        auto a = Args::parse(static_cast<int>(argv.size()), argv.data(), 2, specs);
+        ASSERT_TRUE(a.isOk());
+        auto v = a.value().getDouble("seconds", 0, 0, 1e9);
+        ASSERT_FALSE(v.isOk()) << bad;  // strtod accepted the first four
+        EXPECT_NE(v.status().message().find("--seconds='"), std::string::npos);
+    }
+    std::vector<std::string> words = {"x", "cmd", "--secnods", "1", "-h"};
+    std::vector<char*> argv;
+    for (auto& w : words) {
+        argv.push_back(w.data());
+    }
+    auto a = Args::parse(static_cast<int>(argv.size()), argv.data(), 2, specs);
+    ASSERT_FALSE(a.isOk());
+    EXPECT_NE(a.status().message().find("did you mean --seconds?"), std::string::npos)
+        << a.status().message();
+}
+
 TEST(ArgsTest, ParsesFormsAndRejectsUnknownOrMissing) {
     const std::vector<FlagSpec> specs = {
         {"channel", true, "N", ""}, {"seconds", true, "S", ""}, {"json", false, "", ""}};
@@ -391,7 +416,7 @@ TEST(ArgsTest, ParsesFormsAndRejectsUnknownOrMissing) {
     }
     auto b = Args::parse(3, bad_argv.data(), 2, specs);
     ASSERT_FALSE(b.isOk());
-    EXPECT_NE(b.status().message().find("unknown flag --nope"), std::string::npos);
+    EXPECT_NE(b.status().message().find("unknown option '--nope'"), std::string::npos);
     std::vector<std::string> missing = {"x", "cmd", "--seconds"};
     std::vector<char*> missing_argv;
     for (auto& w : missing) {

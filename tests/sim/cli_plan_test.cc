@@ -9,6 +9,7 @@
 
 #include "perf/atlas-sim/cli.h"
 #include "perf/atlas-sim/plan.h"
+#include "support/doc_blocks.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace atlas::sim {
@@ -67,6 +68,24 @@ TEST(SimCli, UsageErrors) {
         cli({"run", configDir() + "/testbed.json", "--set", "network.policy=best"}, &out, &err), 2);
     EXPECT_NE(err.find("network.policy"), std::string::npos);
     EXPECT_EQ(cli({"compare", configDir() + "/testbed.json"}, &out, &err), 2);  // no variants
+}
+
+TEST(SimCli, EveryProblemAtOnceAndStrictNumbers) {
+    std::string out, err;
+    EXPECT_EQ(
+        cli({"run", "x.json", "--trace-iterations", "0", "--trace-pipelines", "1e3", "--quite"},
+            &out, &err),
+        2);
+    for (const char* part :
+         {"--trace-iterations='0' is out of range", "--trace-pipelines='1e3' is invalid",
+          "unknown option '--quite' (did you mean --quiet?)"}) {
+        EXPECT_NE(err.find(part), std::string::npos) << err;
+    }
+}
+
+TEST(SimCli, DocsOptionTableIsTheRegistry) {
+    EXPECT_TRUE(atlas::testing::docBlockMatches(
+        std::string(ATLAS_SOURCE_DIR) + "/docs/atlas-sim.md", "atlas-sim", optionsMarkdown()));
 }
 
 TEST(SimCli, RunWritesJsonTraceAndPlots) {
