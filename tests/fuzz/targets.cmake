@@ -43,3 +43,5 @@ atlas_add_fuzzer(fuzz_tokenizer_load SOURCES ${PROJECT_SOURCE_DIR}/tests/bubblet
 target_include_directories(fuzz_tokenizer_load PRIVATE ${PROJECT_SOURCE_DIR})
 atlas_add_fuzzer(fuzz_tokenizer_encode SOURCES ${PROJECT_SOURCE_DIR}/tests/bubbletea/tokenizer_fuzz_encode.cc LIBS atlas::tokenizer nlohmann_json::nlohmann_json)
 target_include_directories(fuzz_tokenizer_encode PRIVATE ${PROJECT_SOURCE_DIR})
+# options/: the command-line and environment readers over every kind, and atlas-arbiter's table
+atlas_add_fuzzer(fuzz_options SOURCES fuzz_options.cc LIBS atlas::arbiter atlas::options)
