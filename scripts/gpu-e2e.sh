@@ -176,7 +176,7 @@ build_sweep() {  # outdir python
   local src=$ROOT/perf/gpu-check
   "$cxx" -std=c++20 -O2 -I"$ROOT" -I"$ROOT/include" -I"$inc" -I"$nccl_inc" \
     "$src"/gpu_check_util.cc "$src"/sweep_core.cc "$src"/sweep_report.cc "$src"/sweep_options.cc \
-    "$src"/sweep_rank.cc "$src"/sweep_nccl.cc "$src"/sweep_main.cc \
+    "$src"/sweep_rank.cc "$src"/sweep_nccl.cc "$src"/sweep_main.cc "$ROOT"/options/*.cc \
     -o "$out/atlas-nccl-sweep" -L"$lib" -lcudart_static -ldl -lrt -lpthread \
     >"$OUT/setup/build-sweep.log" 2>&1 \
     || { note "building atlas-nccl-sweep failed (setup/build-sweep.log)"; return 1; }

@@ -1,7 +1,9 @@
 #include "transport/faults.h"
 
 #include <charconv>
+#include <optional>
 
+#include "options/value.h"
 #include "transport/wire.h"
 
 static_assert(atlas::transport::wire::kMaxStreams + 1 == 65, "FaultInjector::Fired::reset");
@@ -25,26 +27,13 @@ bool parseUint(std::string_view t, uint64_t* out) {
     return r.ec == std::errc() && r.ptr == t.data() + t.size();
 }
 
+// The product's one size syntax (options/value.h, as ATLAS_RESEND_BYTES): K/M/G binary.
 bool parseBytes(std::string_view t, uint64_t* out) {
-    uint64_t mult = 1;
-    if (!t.empty()) {
-        const char c = t.back();
-        if (c == 'K' || c == 'k') {
-            mult = 1ull << 10;
-        } else if (c == 'M' || c == 'm') {
-            mult = 1ull << 20;
-        } else if (c == 'G' || c == 'g') {
-            mult = 1ull << 30;
-        }
-        if (mult != 1) {
-            t.remove_suffix(1);
-        }
-    }
-    uint64_t v = 0;
-    if (!parseUint(t, &v) || v > (~uint64_t{0}) / mult) {
+    const std::optional<uint64_t> v = options::parseSize(t);
+    if (!v) {
         return false;
     }
-    *out = v * mult;
+    *out = *v;
     return true;
 }
 

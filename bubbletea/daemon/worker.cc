@@ -6,6 +6,8 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "options/kinds.h"
+
 namespace atlas::bubbletea {
 namespace {
 
@@ -503,8 +505,11 @@ void Worker::finish(std::unique_ptr<JobState> js, int32_t first_token) {
         outcome.ttft_ns = clock_.nowNs() - admitted;
         if (receipt.isOk()) {
             const KvPushReceipt& r = receipt.value();
-            params["remote_host"] = r.endpoint.substr(0, r.endpoint.rfind(':'));
-            params["remote_port"] = std::stoi(r.endpoint.substr(r.endpoint.rfind(':') + 1));
+            // The endpoint the push went to, HOST:PORT (KvPushConfig), split strictly.
+            const options::HostPort hp =
+                options::parseHostPort(r.endpoint).value_or(options::HostPort{});
+            params["remote_host"] = hp.host;
+            params["remote_port"] = hp.port;
             params["kv_location"] = {{"mode", "push"},
                                      {"endpoint", r.endpoint},
                                      {"transfer_id", r.transfer_id},

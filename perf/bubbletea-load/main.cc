@@ -194,10 +194,11 @@ class Generator {
             body["ttft_deadline_ms"] = o_.ttft_deadline_ms;
         }
         if (!o_.kv_push.empty()) {
-            const size_t colon = o_.kv_push.rfind(':');
-            body["kv_transfer_params"] = {{"do_remote_decode", true},
-                                          {"remote_host", o_.kv_push.substr(0, colon)},
-                                          {"remote_port", std::stoi(o_.kv_push.substr(colon + 1))}};
+            // --kv-push was checked as HOST:PORT by the options table.
+            const atlas::options::HostPort hp =
+                atlas::options::parseHostPort(o_.kv_push).value_or(atlas::options::HostPort{});
+            body["kv_transfer_params"] = {
+                {"do_remote_decode", true}, {"remote_host", hp.host}, {"remote_port", hp.port}};
         } else if (o_.kv_pull) {
             body["kv_transfer_params"] = {{"do_remote_decode", true}};
         }

@@ -34,6 +34,8 @@
 #include <thread>
 #include <vector>
 
+#include "options/help.h"
+#include "options/table.h"
 #include "perf/gpu-check/gpu_check_util.h"
 
 namespace {
@@ -52,80 +54,54 @@ struct Args {
     int timeout_s = 240;
     int port = 0;
     std::string logdir;
+    bool help = false;
 };
 
+using namespace atlas::options::kinds;
+#define ATLAS_NCCL_CHECK_OPTIONS(X)                                                             \
+    X("--plugin", Path, plugin, 0, 0, "PATH",                                                   \
+      "libnccl-net-atlas.so (default: $ATLAS_PLUGIN, next to this program, the build tree's)")  \
+    X("--device", Uint, device, 0, 1023, "N", "CUDA device both ranks use")                     \
+    X("--sizes", List<Size>, sizes, 1, uint64_t{1} << 31, "LIST", "message sizes of the sweep") \
+    X("--iters", Uint, iters, 1, 1000000, "N", "timed iterations per size")                     \
+    X("--timeout", Uint, timeout_s, 10, 86400, "SEC", "whole run; ranks past it are killed")    \
+    X("--port", Uint, port, 0, 65535, "N", "bootstrap port on 127.0.0.1 (0: a free one)")       \
+    X("--logdir", Path, logdir, 0, 0, "DIR", "NCCL logs (default: a fresh /tmp directory)")     \
+    X("--help", Switch, help, 0, 0, "", "this text")
+#define ATLAS_NCCL_CHECK_ALIASES(X) X("-h", "--help", false)
+
+const atlas::options::Table<Args>& argTable() {
+    static const auto t =
+        ATLAS_OPTIONS_TABLE(Args, ATLAS_NCCL_CHECK_OPTIONS, ATLAS_NCCL_CHECK_ALIASES);
+    return t;
+}
+
+std::string usageText() {
+    return "usage: atlas-nccl-check [options]\n"
+           "Two ranks on one GPU through libnccl-net-atlas.so (docs/gpu-check.md).\n"
+           "Exit status: 0 all checks passed, 1 a check failed, 2 setup problem.\n\n" +
+           atlas::options::flagHelp(argTable());
+}
+
 [[noreturn]] void usageExit(const char* msg) {
-    std::fprintf(stderr,
-                 "atlas-nccl-check: %s\n"
-                 "usage: atlas-nccl-check [--plugin PATH] [--device N] [--sizes LIST] "
-                 "[--iters N] [--timeout SEC] [--port N] [--logdir DIR]\n",
-                 msg);
+    std::fprintf(stderr, "atlas-nccl-check: %s\n%s", msg, usageText().c_str());
     std::exit(2);
 }
 
-bool parseSize(const std::string& t, size_t* out) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(t.c_str(), &end, 10);
-    if (end == t.c_str()) {
-        return false;
-    }
-    std::string suf(end);
-    if (suf == "K" || suf == "k") {
-        v <<= 10;
-    } else if (suf == "M" || suf == "m") {
-        v <<= 20;
-    } else if (suf == "G" || suf == "g") {
-        v <<= 30;
-    } else if (!suf.empty()) {
-        return false;
-    }
-    if (v == 0 || v > (1ull << 31)) {
-        return false;
-    }
-    *out = static_cast<size_t>(v);
-    return true;
-}
-
 Args parseArgs(int argc, char** argv) {
-    Args a;
-    for (int i = 1; i < argc; ++i) {
-        std::string k = argv[i];
-        auto val = [&]() -> std::string {
-            if (i + 1 >= argc) {
-                usageExit((k + " needs a value").c_str());
-            }
-            return argv[++i];
-        };
-        if (k == "--plugin") {
-            a.plugin = val();
-        } else if (k == "--device") {
-            a.device = std::atoi(val().c_str());
-        } else if (k == "--iters") {
-            a.iters = std::max(1, std::atoi(val().c_str()));
-        } else if (k == "--timeout") {
-            a.timeout_s = std::max(10, std::atoi(val().c_str()));
-        } else if (k == "--port") {
-            a.port = std::atoi(val().c_str());
-        } else if (k == "--logdir") {
-            a.logdir = val();
-        } else if (k == "--sizes") {
-            a.sizes.clear();
-            std::stringstream ss(val());
-            std::string item;
-            while (std::getline(ss, item, ',')) {
-                size_t s = 0;
-                if (!parseSize(item, &s)) {
-                    usageExit(("bad size '" + item + "'").c_str());
-                }
-                a.sizes.push_back(s);
-            }
-        } else if (k == "--help" || k == "-h") {
-            usageExit("help");
-        } else {
-            usageExit(("unknown option " + k).c_str());
-        }
+    atlas::options::Parsed<Args> p;
+    atlas::options::readArgs(argTable(), std::vector<std::string>(argv + 1, argv + argc), &p);
+    for (const std::string& w : p.positional) {
+        p.errors.push_back("unexpected argument '" + w + "'");
     }
-    return a;
+    if (!p.errors.empty()) {
+        usageExit(p.status().message().c_str());
+    }
+    if (p.config.help) {
+        std::fputs(usageText().c_str(), stdout);
+        std::exit(0);
+    }
+    return p.config;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 // models and prints a PASS/FAIL table, then (unless --skip-perf) CUDA prefill throughput.
 // Needs a GPU; exits 2 when no CUDA device is usable, 1 when any check fails, 0 otherwise.
 //
-//   bubbletea-engine-check [--device=0] [--perf-shape=llama-3.2-1b] [--perf-prompt=2048]
-//                          [--skip-perf]
+//   bubbletea-engine-check [--device N] [--perf-shape NAME] [--perf-prompt N] [--skip-perf]
+// (--flag=value works too; --help lists them with their defaults).
 //
 // Tolerances (relative L2 error ||cuda - cpu|| / ||cpu||, over all last-position logits and
 // over every exported K/V element):
@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "bubbletea/engine/engine.h"
+#include "options/help.h"
+#include "options/table.h"
 
 namespace {
 
@@ -258,30 +260,50 @@ void perf(int device, const std::string& shape, size_t prompt_len, int cpu_threa
     }
 }
 
+struct CheckOptions {
+    int device = 0;
+    std::string perf_shape = "llama-3.2-1b";
+    uint64_t perf_prompt = 2048;
+    bool skip_perf = false;
+    bool help = false;
+};
+
+using namespace atlas::options::kinds;
+#define ATLAS_ENGINE_CHECK_OPTIONS(X)                                                             \
+    X("--device", Uint, device, 0, 1023, "N", "CUDA device")                                      \
+    X("--perf-shape", Path, perf_shape, 0, 0, "NAME", "model preset of the throughput run")       \
+    X("--perf-prompt", Uint, perf_prompt, 1, 1 << 20, "N", "prompt tokens of the throughput run") \
+    X("--skip-perf", Switch, skip_perf, 0, 0, "", "checks only, no throughput run")               \
+    X("--help", Switch, help, 0, 0, "", "this text")
+#define ATLAS_ENGINE_CHECK_ALIASES(X) X("-h", "--help", false)
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    int device = 0;
-    std::string perf_shape = "llama-3.2-1b";
-    size_t perf_prompt = 2048;
-    bool skip_perf = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg.rfind("--device=", 0) == 0) {
-            device = std::atoi(arg.c_str() + 9);
-        } else if (arg.rfind("--perf-shape=", 0) == 0) {
-            perf_shape = arg.substr(13);
-        } else if (arg.rfind("--perf-prompt=", 0) == 0) {
-            perf_prompt = static_cast<size_t>(std::atol(arg.c_str() + 14));
-        } else if (arg == "--skip-perf") {
-            skip_perf = true;
-        } else {
-            std::fprintf(stderr,
-                         "usage: bubbletea-engine-check [--device=N] [--perf-shape=NAME] "
-                         "[--perf-prompt=N] [--skip-perf]\n");
-            return 2;
-        }
+    static const auto table =
+        ATLAS_OPTIONS_TABLE(CheckOptions, ATLAS_ENGINE_CHECK_OPTIONS, ATLAS_ENGINE_CHECK_ALIASES);
+    atlas::options::Parsed<CheckOptions> parsed;
+    atlas::options::readArgs(table, std::vector<std::string>(argv + 1, argv + argc), &parsed);
+    for (const std::string& w : parsed.positional) {
+        parsed.errors.push_back("unexpected argument '" + w + "'");
     }
+    const std::string usage =
+        "usage: bubbletea-engine-check [options]\n"
+        "CUDA prefill engine against the CPU engine (docs/gpu-check.md); needs a GPU.\n\n" +
+        atlas::options::flagHelp(table);
+    if (!parsed.errors.empty()) {
+        std::fprintf(stderr, "bubbletea-engine-check: %s\n%s", parsed.status().message().c_str(),
+                     usage.c_str());
+        return 2;
+    }
+    if (parsed.config.help) {
+        std::fputs(usage.c_str(), stdout);
+        return 0;
+    }
+    const int device = parsed.config.device;
+    const std::string perf_shape = parsed.config.perf_shape;
+    const size_t perf_prompt = parsed.config.perf_prompt;
+    const bool skip_perf = parsed.config.skip_perf;
     const int cpu_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     {
         auto probe = makeRandomWeights(preset("tiny"), DType::kF32, 1);

@@ -1,7 +1,10 @@
 #include "perf/gpu-check/sweep_core.h"
 
 #include <cmath>
+#include <optional>
 #include <sstream>
+
+#include "options/value.h"
 
 namespace atlas::gpucheck {
 namespace {
@@ -218,47 +221,15 @@ Result<std::vector<size_t>> sweepSizes(size_t min_bytes, size_t max_bytes, int f
 }
 
 Result<size_t> parseByteSize(const std::string& text) {
-    if (text.empty() || text.size() > 16) {
+    // The product's one size syntax (options/value.h: ATLAS_*_BYTES, every binary's flags).
+    const std::optional<uint64_t> v = options::parseSize(text);
+    if (!v) {
         return bad("size '" + text + "': expected bytes with an optional K, M or G suffix");
     }
-    size_t mult = 1;
-    std::string digits = text;
-    switch (text.back()) {
-        case 'K':
-        case 'k':
-            mult = 1ull << 10;
-            break;
-        case 'M':
-        case 'm':
-            mult = 1ull << 20;
-            break;
-        case 'G':
-        case 'g':
-            mult = 1ull << 30;
-            break;
-        default:
-            break;
-    }
-    if (mult != 1) {
-        digits.pop_back();
-    }
-    if (digits.empty()) {
-        return bad("size '" + text + "': no digits");
-    }
-    uint64_t v = 0;
-    for (char c : digits) {
-        if (c < '0' || c > '9') {
-            return bad("size '" + text + "': expected bytes with an optional K, M or G suffix");
-        }
-        v = v * 10 + static_cast<uint64_t>(c - '0');
-        if (v > (4ull << 30)) {
-            return bad("size '" + text + "' is above 4G");
-        }
-    }
-    if (v * mult > (4ull << 30)) {
+    if (*v > (4ull << 30)) {
         return bad("size '" + text + "' is above 4G");
     }
-    return static_cast<size_t>(v * mult);
+    return static_cast<size_t>(*v);
 }
 
 int timedIterations(double check_run_s, const IterPlan& plan) {

@@ -6,7 +6,7 @@
 //
 // No CUDA, no NCCL, no I/O and no clock reads: the NCCL ranks, the --simulate ranks and the
 // unit tests (tests/unit/nccl_sweep_core_test.cc) all call these same functions. Builds with
-// nothing but a C++20 compiler and include/atlas/common, so the GPU machine can compile the
+// nothing but a C++20 compiler, include/atlas/common and options/, so the GPU machine can compile the
 // tool without the project's other dependencies.
 #pragma once
 

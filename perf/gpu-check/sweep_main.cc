@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "atlas/common/clock.h"
+#include "options/value.h"
 #include "perf/gpu-check/gpu_check_util.h"
 #include "perf/gpu-check/sweep_options.h"
 #include "perf/gpu-check/sweep_rank.h"
@@ -210,7 +211,11 @@ class NetRun {
         }
         std::vector<double> s;
         for (const std::string& x : r.value()) {
-            s.push_back(std::strtod(x.c_str(), nullptr));
+            const auto v = atlas::options::parseDouble(x);
+            if (!v || *v < 0) {
+                return Status(Code::kInternal, "a rank replied '" + x + "', not seconds");
+            }
+            s.push_back(*v);
         }
         return s;
     }
@@ -536,7 +541,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (parsed->help) {
-        std::fputs(sweepUsage(), stdout);
+        std::fputs(sweepUsage().c_str(), stdout);
         return 0;
     }
     if (parsed->print_env_rank >= 0) {

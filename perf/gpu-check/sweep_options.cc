@@ -1,14 +1,17 @@
 #include "perf/gpu-check/sweep_options.h"
 
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
+#include <optional>
 #include <sstream>
+#include <string_view>
+
+#include "options/help.h"
+#include "options/table.h"
+#include "options/value.h"
 
 namespace atlas::gpucheck {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kPreamble =
     R"(atlas-nccl-sweep: an nccl-tests-style sweep of NCCL collectives through Atlas and through
 NCCL's socket transport, two ranks on one GPU (docs/gpu-check.md, "atlas-nccl-sweep").
 
@@ -16,66 +19,120 @@ Each net runs two rank processes with different NCCL_HOSTID (so every byte cross
 network transport), optionally each in its own network namespace. Every point is run once
 with fresh data and every element of every rank's result is checked; then timed. Prints
 nccl-tests' table per op and net, a comparison of the first two nets, and JSON.
+Exit status: 0 every check passed, 1 a check failed, 2 setup problem (no GPU, no NCCL).
 
 usage: atlas-nccl-sweep [options]
 
-  --net LIST         nets in order, comma-separated: atlas | socket | socket:TxS (sets
-                     NCCL_SOCKET_NTHREADS=T, NCCL_NSOCKS_PERTHREAD=S) (default atlas,socket)
-  --ops LIST         all_reduce,all_gather,reduce_scatter,sendrecv,alltoall or all (default all)
-  -b, --minbytes N   smallest size (default 8)
-  -e, --maxbytes N   largest size (default 256M)
-  -f, --stepfactor N size multiplier (default 2)
-  -w, --warmup N     runs per op at the largest and the smallest size first (default 1)
-  --target-ms MS     time the timed iterations of a point aim for (default 200)
-  --max-iters N      timed iterations per point at most (default 20)
-  --budget-s SEC     per net: points that would end later are skipped (default 0: none)
-  --timeout SEC      per net: ranks still running after it are killed (default 300)
-  --plugin PATH      libnccl-net-atlas.so for atlas nets (default: $ATLAS_PLUGIN, next to
-                     this program, then the build tree's)
-  --nccl LIB         the NCCL library to dlopen (default libnccl.so.2: LD_LIBRARY_PATH decides)
-  --netns NS0,NS1    network namespace of rank 0 and rank 1 (/run/netns/NS or a path)
-  --addr ADDR        rank 0's address, the bootstrap root (NCCL_COMM_ID) (default 127.0.0.1)
-  --ifname IF        NCCL_SOCKET_IFNAME and ATLAS_SOCKET_IFNAME (default lo)
-  --env K=V          environment of every rank (repeatable)
-  --device N         CUDA device (default 0)
-  --logdir DIR       NCCL logs: nccl-<net>-rank<r>.log (default a fresh /tmp directory)
-  --json FILE        every point, skipped point and log check as JSON
-  --simulate         no GPU, no NCCL: each rank returns what a correct collective returns and
-                     reports a modelled time (--sim-gbps, --sim-rtt-ms); exercises everything
-                     else (processes, checks, iteration plan, budget, tables, JSON)
-  --sim-gbps X       --simulate link rate (default 1)
-  --sim-rtt-ms X     --simulate latency per op (default 50)
-  --sim-corrupt LIST --simulate: ops whose result gets one wrong element (a test seam)
-  --print-env R      print rank R's environment for the first --net (KEY=VALUE and -KEY
-                     lines, without NCCL_COMM_ID) and exit: what another NCCL program (the
-                     PyTorch pipeline run) needs to use the same transport the same way
-  -h, --help         this text
-Exit status: 0 every check passed, 1 a check failed, 2 setup problem (no GPU, no NCCL).
 )";
+
+// The flags as a table (options/table.h): --help and docs/gpu-check.md's table come from
+// it. Lists that need their own messages (--net, --ops, --netns, --sim-corrupt) are read as
+// text here and parsed in parseSweepArgs.
+struct Flags {
+    SweepOptions o;
+    std::string net = "atlas,socket";
+    std::string ops = "all";
+    std::string netns;
+    std::string sim_corrupt;
+    double target_ms = 200;
+};
+
+// KEY=VALUE with a non-empty KEY, for --env.
+struct KeyValue : options::kinds::Base {
+    using Value = std::pair<std::string, std::string>;
+    static constexpr const char* kType = "string";
+    static constexpr bool kRepeat = true;
+    static std::optional<Value> parse(std::string_view t) {
+        const size_t eq = t.find('=');
+        if (eq == std::string_view::npos || eq == 0) {
+            return std::nullopt;
+        }
+        return Value(std::string(t.substr(0, eq)), std::string(t.substr(eq + 1)));
+    }
+    static std::string accepted(int, int) { return "KEY=VALUE, repeatable"; }
+    template <typename C>
+    static std::string format(const C& v) {
+        std::string s;
+        for (const auto& [k, val] : v) {
+            s += (s.empty() ? "" : " ") + k + "=" + val;
+        }
+        return s;
+    }
+};
+
+using namespace options::kinds;
+constexpr uint64_t kMaxSweepBytes = 4ull << 30;
+
+#define ATLAS_SWEEP_OPTIONS(X)                                                                     \
+    X("--net", String, net, 0, 0, "LIST",                                                          \
+      "nets in order, comma-separated: atlas | socket | socket:TxS (sets NCCL_SOCKET_NTHREADS=T, " \
+      "NCCL_NSOCKS_PERTHREAD=S; 1 <= T <= 16, T x S <= 64)")                                       \
+    X("--ops", String, ops, 0, 0, "LIST",                                                          \
+      "all_reduce,all_gather,reduce_scatter,sendrecv,alltoall or all")                             \
+    X("--minbytes", Size, o.min_bytes, 1, kMaxSweepBytes, "N", "smallest size")                    \
+    X("--maxbytes", Size, o.max_bytes, 1, kMaxSweepBytes, "N", "largest size")                     \
+    X("--stepfactor", Uint, o.step_factor, 2, 1024, "N", "size multiplier")                        \
+    X("--warmup", Uint, o.warmup, 0, 100, "N",                                                     \
+      "runs per op at the largest and the smallest size first")                                    \
+    X("--target-ms", Double, target_ms, 0, 600000, "MS",                                           \
+      "time the timed iterations of a point aim for")                                              \
+    X("--max-iters", Uint, o.iter_plan.max_iters, 0, 10000, "N",                                   \
+      "timed iterations per point at most")                                                        \
+    X("--budget-s", Double, o.budget_s, 0, 86400, "SEC",                                           \
+      "per net: points that would end later are skipped (0: none)")                                \
+    X("--timeout", Uint, o.timeout_s, 10, 86400, "SEC",                                            \
+      "per net: ranks still running after it are killed")                                          \
+    X("--plugin", Path, o.plugin, 0, 0, "PATH",                                                    \
+      "libnccl-net-atlas.so for atlas nets (default: $ATLAS_PLUGIN, next to this program, then "   \
+      "the build tree's)")                                                                         \
+    X("--nccl", Path, o.nccl_lib, 0, 0, "LIB",                                                     \
+      "the NCCL library to dlopen (LD_LIBRARY_PATH decides which)")                                \
+    X("--netns", String, netns, 0, 0, "NS0,NS1",                                                   \
+      "network namespace of rank 0 and rank 1 (/run/netns/NS or a path)")                          \
+    X("--addr", Path, o.addr, 0, 0, "ADDR", "rank 0's address, the bootstrap root (NCCL_COMM_ID)") \
+    X("--ifname", Path, o.ifname, 0, 0, "IF", "NCCL_SOCKET_IFNAME and ATLAS_SOCKET_IFNAME")        \
+    X("--env", KeyValue, o.env, 0, 0, "K=V", "environment of every rank")                          \
+    X("--device", Uint, o.device, 0, 1023, "N", "CUDA device")                                     \
+    X("--logdir", Path, o.logdir, 0, 0, "DIR",                                                     \
+      "NCCL logs: nccl-<net>-rank<r>.log (default: a fresh /tmp directory)")                       \
+    X("--json", Path, o.json_path, 0, 0, "FILE",                                                   \
+      "every point, skipped point and log check as JSON")                                          \
+    X("--simulate", Switch, o.simulate, 0, 0, "",                                                  \
+      "no GPU, no NCCL: each rank returns what a correct collective returns and reports a "        \
+      "modelled time (--sim-gbps, --sim-rtt-ms); exercises everything else")                       \
+    X("--sim-gbps", Double, o.sim_link.gbps, 0.001, 1e6, "X", "--simulate link rate")              \
+    X("--sim-rtt-ms", Double, o.sim_link.rtt_ms, 0, 1e5, "X", "--simulate latency per op")         \
+    X("--sim-corrupt", String, sim_corrupt, 0, 0, "LIST",                                          \
+      "--simulate: ops whose result gets one wrong element (a test seam)")                         \
+    X("--print-env", Int, o.print_env_rank, 0, 1, "R",                                             \
+      "print rank R's environment for the first --net (KEY=VALUE and -KEY lines, without "         \
+      "NCCL_COMM_ID) and exit: what another NCCL program needs to use the same transport")         \
+    X("--help", Switch, o.help, 0, 0, "", "this text")
+
+#define ATLAS_SWEEP_ALIASES(X)     \
+    X("-b", "--minbytes", false)   \
+    X("-e", "--maxbytes", false)   \
+    X("-f", "--stepfactor", false) \
+    X("-w", "--warmup", false)     \
+    X("-h", "--help", false)
+
+const options::Table<Flags>& flagTable() {
+    static const auto t = ATLAS_OPTIONS_TABLE(Flags, ATLAS_SWEEP_OPTIONS, ATLAS_SWEEP_ALIASES);
+    return t;
+}
 
 Status bad(const std::string& what) {
     return {Code::kInvalidArgument, what};
 }
 
+// Strict (options/value.h): no sign games, spaces, hex, trailing text, nan or inf.
 Result<long> parseLong(const std::string& flag, const std::string& s, long lo, long hi) {
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(s.c_str(), &end, 10);
-    if (s.empty() || end == nullptr || *end != 0 || errno != 0 || v < lo || v > hi) {
+    const std::optional<int64_t> v = options::parseSigned(s);
+    if (!v || *v < lo || *v > hi) {
         return bad(flag + "='" + s + "': expected an integer in " + std::to_string(lo) + ".." +
                    std::to_string(hi));
     }
-    return v;
-}
-
-Result<double> parseDouble(const std::string& flag, const std::string& s, double lo, double hi) {
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end == nullptr || *end != 0 || !std::isfinite(v) || v < lo || v > hi) {
-        return bad(flag + "='" + s + "': expected a number in " + std::to_string(lo) + ".." +
-                   std::to_string(hi));
-    }
-    return v;
+    return static_cast<long>(*v);
 }
 
 std::vector<std::string> splitComma(const std::string& s) {
@@ -128,138 +185,45 @@ Result<NetSpec> parseNetSpec(const std::string& text) {
 }
 
 Result<SweepOptions> parseSweepArgs(const std::vector<std::string>& args) {
-    SweepOptions o;
-    o.nets = {NetSpec{}, NetSpec{NetSpec::Kind::kSocket, 0, 0}};
-    o.ops.assign(kAllOps.begin(), kAllOps.end());
-    for (size_t i = 0; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        std::string v;
-        auto value = [&]() -> Status {
-            if (i + 1 >= args.size()) {
-                return bad(a + " needs a value");
-            }
-            v = args[++i];
-            return Status::ok();
-        };
-        auto intArg = [&](long lo, long hi, int* out) -> Status {
-            ATLAS_RETURN_IF_ERROR(value());
-            auto r = parseLong(a, v, lo, hi);
-            if (!r) {
-                return r.status();
-            }
-            *out = static_cast<int>(r.value());
-            return Status::ok();
-        };
-        auto sizeArg = [&](size_t* out) -> Status {
-            ATLAS_RETURN_IF_ERROR(value());
-            auto r = parseByteSize(v);
-            if (!r) {
-                return Status(Code::kInvalidArgument, a + ": " + r.status().message());
-            }
-            *out = r.value();
-            return Status::ok();
-        };
-        auto numArg = [&](double lo, double hi, double* out) -> Status {
-            ATLAS_RETURN_IF_ERROR(value());
-            auto r = parseDouble(a, v, lo, hi);
-            if (!r) {
-                return r.status();
-            }
-            *out = r.value();
-            return Status::ok();
-        };
-        if (a == "-h" || a == "--help") {
-            o.help = true;
-            return o;
-        } else if (a == "--net") {
-            ATLAS_RETURN_IF_ERROR(value());
-            o.nets.clear();
-            for (const std::string& item : splitComma(v)) {
-                auto n = parseNetSpec(item);
-                if (!n) {
-                    return n.status();
-                }
-                o.nets.push_back(n.value());
-            }
-            if (o.nets.empty()) {
-                return bad("--net: empty list");
-            }
-        } else if (a == "--ops") {
-            ATLAS_RETURN_IF_ERROR(value());
-            auto ops = parseOps(v);
-            if (!ops) {
-                return Status(Code::kInvalidArgument, "--ops: " + ops.status().message());
-            }
-            o.ops = ops.value();
-        } else if (a == "-b" || a == "--minbytes") {
-            ATLAS_RETURN_IF_ERROR(sizeArg(&o.min_bytes));
-        } else if (a == "-e" || a == "--maxbytes") {
-            ATLAS_RETURN_IF_ERROR(sizeArg(&o.max_bytes));
-        } else if (a == "-f" || a == "--stepfactor") {
-            ATLAS_RETURN_IF_ERROR(intArg(2, 1024, &o.step_factor));
-        } else if (a == "-w" || a == "--warmup") {
-            ATLAS_RETURN_IF_ERROR(intArg(0, 100, &o.warmup));
-        } else if (a == "--target-ms") {
-            double ms = 0;
-            ATLAS_RETURN_IF_ERROR(numArg(0, 600000, &ms));
-            o.iter_plan.target_s = ms / 1e3;
-        } else if (a == "--max-iters") {
-            ATLAS_RETURN_IF_ERROR(intArg(0, 10000, &o.iter_plan.max_iters));
-        } else if (a == "--budget-s") {
-            ATLAS_RETURN_IF_ERROR(numArg(0, 86400, &o.budget_s));
-        } else if (a == "--timeout") {
-            ATLAS_RETURN_IF_ERROR(intArg(10, 86400, &o.timeout_s));
-        } else if (a == "--plugin") {
-            ATLAS_RETURN_IF_ERROR(value());
-            o.plugin = v;
-        } else if (a == "--nccl") {
-            ATLAS_RETURN_IF_ERROR(value());
-            o.nccl_lib = v;
-        } else if (a == "--netns") {
-            ATLAS_RETURN_IF_ERROR(value());
-            o.netns = splitComma(v);
-            if (o.netns.size() != 2 || o.netns[0].empty() || o.netns[1].empty()) {
-                return bad("--netns='" + v + "': expected two namespaces NS0,NS1");
-            }
-        } else if (a == "--addr") {
-            ATLAS_RETURN_IF_ERROR(value());
-            o.addr = v;
-        } else if (a == "--ifname") {
-            ATLAS_RETURN_IF_ERROR(value());
-            o.ifname = v;
-        } else if (a == "--env") {
-            ATLAS_RETURN_IF_ERROR(value());
-            const size_t eq = v.find('=');
-            if (eq == std::string::npos || eq == 0) {
-                return bad("--env='" + v + "': expected KEY=VALUE");
-            }
-            o.env.emplace_back(v.substr(0, eq), v.substr(eq + 1));
-        } else if (a == "--device") {
-            ATLAS_RETURN_IF_ERROR(intArg(0, 1023, &o.device));
-        } else if (a == "--logdir") {
-            ATLAS_RETURN_IF_ERROR(value());
-            o.logdir = v;
-        } else if (a == "--json") {
-            ATLAS_RETURN_IF_ERROR(value());
-            o.json_path = v;
-        } else if (a == "--simulate") {
-            o.simulate = true;
-        } else if (a == "--sim-gbps") {
-            ATLAS_RETURN_IF_ERROR(numArg(0.001, 1e6, &o.sim_link.gbps));
-        } else if (a == "--sim-rtt-ms") {
-            ATLAS_RETURN_IF_ERROR(numArg(0, 1e5, &o.sim_link.rtt_ms));
-        } else if (a == "--sim-corrupt") {
-            ATLAS_RETURN_IF_ERROR(value());
-            auto ops = parseOps(v);
-            if (!ops) {
-                return Status(Code::kInvalidArgument, "--sim-corrupt: " + ops.status().message());
-            }
-            o.sim_corrupt = ops.value();
-        } else if (a == "--print-env") {
-            ATLAS_RETURN_IF_ERROR(intArg(0, 1, &o.print_env_rank));
-        } else {
-            return bad("unknown option '" + a + "' (see --help)");
+    options::Parsed<Flags> p;
+    options::readArgs(flagTable(), args, &p);
+    for (const std::string& w : p.positional) {
+        p.errors.push_back("unexpected argument '" + w + "' (see --help)");
+    }
+    ATLAS_RETURN_IF_ERROR(p.status());
+    SweepOptions o = p.config.o;
+    if (o.help) {
+        return o;
+    }
+    o.iter_plan.target_s = p.config.target_ms / 1e3;
+    o.nets.clear();
+    for (const std::string& item : splitComma(p.config.net)) {
+        auto n = parseNetSpec(item);
+        if (!n) {
+            return n.status();
         }
+        o.nets.push_back(n.value());
+    }
+    if (o.nets.empty()) {
+        return bad("--net: empty list");
+    }
+    auto ops = parseOps(p.config.ops);
+    if (!ops) {
+        return Status(Code::kInvalidArgument, "--ops: " + ops.status().message());
+    }
+    o.ops = ops.value();
+    if (p.has("--netns")) {
+        o.netns = splitComma(p.config.netns);
+        if (o.netns.size() != 2 || o.netns[0].empty() || o.netns[1].empty()) {
+            return bad("--netns='" + p.config.netns + "': expected two namespaces NS0,NS1");
+        }
+    }
+    if (p.has("--sim-corrupt")) {
+        auto corrupt = parseOps(p.config.sim_corrupt);
+        if (!corrupt) {
+            return Status(Code::kInvalidArgument, "--sim-corrupt: " + corrupt.status().message());
+        }
+        o.sim_corrupt = corrupt.value();
     }
     auto sizes = sweepSizes(o.min_bytes, o.max_bytes, o.step_factor);
     if (!sizes) {
@@ -271,8 +235,12 @@ Result<SweepOptions> parseSweepArgs(const std::vector<std::string>& args) {
     return o;
 }
 
-const char* sweepUsage() {
-    return kUsage;
+std::string sweepUsage() {
+    return kPreamble + options::flagHelp(flagTable());
+}
+
+std::string sweepFlagsMarkdown() {
+    return options::markdown(flagTable());
 }
 
 RankEnv rankEnvironment(const SweepOptions& opts, const NetSpec& net, int rank, int port,

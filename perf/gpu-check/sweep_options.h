@@ -22,8 +22,8 @@ struct NetSpec {
 Result<NetSpec> parseNetSpec(const std::string& text);
 
 struct SweepOptions {
-    std::vector<NetSpec> nets;  // default: atlas, socket
-    std::vector<Op> ops;        // default: all five
+    std::vector<NetSpec> nets;  // --net; default atlas,socket
+    std::vector<Op> ops;        // --ops; default all five
     size_t min_bytes = 8;
     size_t max_bytes = 256ull << 20;
     int step_factor = 2;
@@ -47,8 +47,12 @@ struct SweepOptions {
     bool help = false;
 };
 
+// Strict: every value checked against its flag's range (options/table.h); the first problem
+// is the error, naming the flag.
 Result<SweepOptions> parseSweepArgs(const std::vector<std::string>& args);
-const char* sweepUsage();
+std::string sweepUsage();  // --help, generated from the flag table
+// The flag table of docs/gpu-check.md (nccl_sweep_core_test compares).
+std::string sweepFlagsMarkdown();
 
 // The environment one rank of `net` runs with: KEY=VALUE pairs to set and keys to unset, in
 // order (later entries win). `port` is the bootstrap root's port on opts.addr.

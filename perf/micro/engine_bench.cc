@@ -27,6 +27,7 @@
 
 #include "bubbletea/engine/cpu_kernels.h"
 #include "bubbletea/engine/engine.h"
+#include "options/value.h"
 
 namespace {
 
@@ -226,18 +227,25 @@ void BM_Gemm(benchmark::State& state) {
                    std::to_string(kRows) + "x" + std::to_string(k) + "x" + std::to_string(n));
 }
 
+// Strict numbers (options/value.h): "12abc", " 8", "-1" and overflow are errors, not 12.
 std::vector<int64_t> parseList(const std::string& text) {
     std::vector<int64_t> out;
-    std::stringstream ss(text);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        out.push_back(std::stoll(item));
+    for (std::string_view item : atlas::options::split(text, ',')) {
+        const auto v = atlas::options::parseUnsigned(item);
+        if (!v || *v < 1 || *v > (1u << 24)) {
+            return {};
+        }
+        out.push_back(static_cast<int64_t>(*v));
     }
     return out;
 }
+int parseCount(const char* text) {
+    const auto v = atlas::options::parseUnsigned(text);
+    return v && *v <= (1u << 24) ? static_cast<int>(*v) : 0;  // 0 is refused below
+}
 
-// Takes our flags out of argv; returns false on a malformed one.
-bool parseOwnFlags(int* argc, char** argv) {
+// Takes our flags out of argv; returns "" or the malformed "--flag=value".
+std::string parseOwnFlags(int* argc, char** argv) {
     Options& o = options();
     int kept = 1;
     for (int i = 1; i < *argc; ++i) {
@@ -246,40 +254,48 @@ bool parseOwnFlags(int* argc, char** argv) {
             const std::string prefix = std::string(flag) + "=";
             return arg.rfind(prefix, 0) == 0 ? argv[i] + prefix.size() : nullptr;
         };
+        bool ok = true;
         if (const char* v = value("--shape")) {
             o.shape = v;
         } else if (const char* v2 = value("--dtype")) {
             const std::string d = v2;
-            if (d != "bf16" && d != "f32") {
-                return false;
-            }
+            ok = d == "bf16" || d == "f32";
             o.dtype = d == "bf16" ? DType::kBF16 : DType::kF32;
         } else if (const char* v3 = value("--threads")) {
-            o.threads = std::atoi(v3);
+            o.threads = parseCount(v3);
+            ok = o.threads >= 1;
         } else if (const char* v4 = value("--prompt")) {
-            o.prompt = std::atoi(v4);
+            o.prompt = parseCount(v4);
+            ok = o.prompt >= 1;
         } else if (const char* v5 = value("--contexts")) {
             o.contexts = parseList(v5);
+            ok = !o.contexts.empty();
         } else if (const char* v6 = value("--chunks")) {
             o.chunks = parseList(v6);
+            ok = !o.chunks.empty();
         } else if (const char* v7 = value("--chunk-iterations")) {
-            o.chunk_iterations = std::atoi(v7);
+            o.chunk_iterations = parseCount(v7);
+            ok = o.chunk_iterations >= 1;
         } else {
             argv[kept++] = argv[i];
         }
+        if (!ok) {
+            return arg;
+        }
     }
     *argc = kept;
-    return o.threads >= 1 && o.prompt >= 1 && o.chunk_iterations >= 1 && !o.chunks.empty() &&
-           !o.contexts.empty();
+    return "";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (!parseOwnFlags(&argc, argv)) {
+    if (const std::string bad = parseOwnFlags(&argc, argv); !bad.empty()) {
         std::fprintf(stderr,
-                     "engine_bench: bad --shape/--dtype/--threads/--prompt/--contexts/"
-                     "--chunks value\n");
+                     "engine_bench: %s is invalid: expected --dtype=bf16|f32, --threads, "
+                     "--prompt, --chunk-iterations a count >= 1, --contexts/--chunks a "
+                     "comma-separated list of counts >= 1\n",
+                     bad.c_str());
         return 2;
     }
     const Options& o = options();

@@ -29,6 +29,7 @@
 
 #include "bubbletea/engine/engine.h"
 #include "bubbletea/tokenizer/tokenizer.h"
+#include "options/value.h"
 
 namespace {
 
@@ -240,7 +241,13 @@ int main(int argc, char** argv) {
         } else if (const char* v2 = value("--shape")) {
             options().shape = v2;
         } else if (const char* v3 = value("--threads")) {
-            options().threads = std::max(1, std::atoi(v3));
+            // Strict (options/value.h); the rest of argv belongs to google-benchmark.
+            const auto t = atlas::options::parseUnsigned(v3);
+            if (!t || *t < 1 || *t > 1024) {
+                std::fprintf(stderr, "tokenizer_bench: --threads='%s': expected 1..1024\n", v3);
+                return 2;
+            }
+            options().threads = static_cast<int>(*t);
         } else {
             rest.push_back(argv[i]);
         }

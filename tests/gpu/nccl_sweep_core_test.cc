@@ -3,6 +3,7 @@
 // rank), the iteration plan, the budget rule, the command line and the report formats.
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include "perf/gpu-check/sweep_core.h"
 #include "perf/gpu-check/sweep_options.h"
 #include "perf/gpu-check/sweep_report.h"
+#include "support/doc_blocks.h"
 
 namespace atlas::gpucheck {
 namespace {
@@ -256,6 +258,18 @@ TEST(NcclSweepOptions, DefaultsNetsAndErrors) {
         ASSERT_FALSE(r.isOk()) << b.args[0];
         EXPECT_NE(r.status().message().find(b.says), std::string::npos) << r.status().message();
     }
+}
+
+TEST(NcclSweepOptions, StrictNumbersAndTheDocsTable) {
+    for (const char* v : {"12abc", " 4", "-1", "0x10", "1e400"}) {
+        auto r = parseSweepArgs({"--warmup", v});
+        ASSERT_FALSE(r.isOk()) << v;
+        EXPECT_NE(r.status().message().find("--warmup="), std::string::npos)
+            << r.status().message();
+    }
+    EXPECT_FALSE(parseSweepArgs({"--sim-gbps", "inf"}).isOk());
+    EXPECT_TRUE(testing::docBlockMatches(std::string(ATLAS_SOURCE_DIR) + "/docs/gpu-check.md",
+                                         "atlas-nccl-sweep", sweepFlagsMarkdown()));
 }
 
 std::string valueOf(const RankEnv& e, const std::string& key) {
