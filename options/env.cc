@@ -1,6 +1,7 @@
 #include "options/env.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -34,6 +35,19 @@ std::vector<std::string> unknownEnvWarnings() {
     return unknownEnvWarnings(environ);
 }
 
+std::vector<std::string> unknownEnvWarningsOnce(const char* const* envp) {
+    // No global constructor (the plugin): a constant-initialized atomic.
+    static std::atomic<bool> warned{false};
+    if (warned.exchange(true, std::memory_order_relaxed)) {
+        return {};
+    }
+    return unknownEnvWarnings(envp);
+}
+
+std::vector<std::string> unknownEnvWarningsOnce() {
+    return unknownEnvWarningsOnce(environ);
+}
+
 std::string otherEnvMarkdown() {
     std::string out = "| Variable | Read by | Meaning |\n|---|---|---|\n";
 #define ATLAS_ENV_ROW(NAME, READERS, DOC) \
@@ -45,7 +59,7 @@ std::string otherEnvMarkdown() {
 }
 
 void warnUnknownEnv(const char* program) {
-    for (const std::string& w : unknownEnvWarnings()) {
+    for (const std::string& w : unknownEnvWarningsOnce()) {
         std::fprintf(stderr, "%s: warning: %s\n", program, w.c_str());
     }
 }

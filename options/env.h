@@ -45,12 +45,17 @@ constexpr bool allEnvNamesKnown(const std::string_view* names, size_t n) {
 std::vector<std::string> unknownEnvWarnings(const char* const* envp);
 // The same for this process's environment.
 std::vector<std::string> unknownEnvWarnings();
+// unknownEnvWarnings(envp) the first time any caller in the process asks, nothing after: the
+// plugin's state is rebuilt at every init after a finalize, and a long job must not repeat
+// the same warning at every communicator. Thread-safe.
+std::vector<std::string> unknownEnvWarningsOnce(const char* const* envp);
+std::vector<std::string> unknownEnvWarningsOnce();
 // A Markdown table of the variables that only daemons, tools, scripts and tests read
 // (ATLAS_BINARY_ENV_LIST, ATLAS_TOOL_ENV_LIST): | Variable | Read by | Meaning |.
 std::string otherEnvMarkdown();
 
-// Prints unknownEnvWarnings() to stderr as "<program>: warning: <message>" lines: what each
-// binary that reads ATLAS_* variables calls first.
+// Prints unknownEnvWarningsOnce() to stderr as "<program>: warning: <message>" lines: what
+// each binary that reads ATLAS_* variables calls first.
 void warnUnknownEnv(const char* program);
 
 }  // namespace atlas::options

@@ -256,7 +256,7 @@ Status ensureStateLocked() {
     for (const std::string& w : parsed.warnings) {
         ATLAS_WARN("%s", w.c_str());
     }
-    for (const std::string& w : options::unknownEnvWarnings()) {
+    for (const std::string& w : options::unknownEnvWarningsOnce()) {
         ATLAS_WARN("%s", w.c_str());
     }
     ATLAS_RETURN_IF_ERROR(parsed.status());

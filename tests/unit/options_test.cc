@@ -242,5 +242,19 @@ TEST(OptionsEnv, UnknownVariablesOnly) {
     static_assert(!isKnownEnvName("ATLAS_NSTREAM"));
 }
 
+// Once per process: the plugin rebuilds its state at each init after a finalize, and must
+// not repeat the warning each time (the only caller of the Once variant in this binary).
+TEST(OptionsEnv, UnknownVariableWarnedOncePerProcess) {
+    const char* env[] = {"ATLAS_NSTREAM=8", nullptr};
+    auto first = unknownEnvWarningsOnce(env);
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_NE(first[0].find("ATLAS_NSTREAM is not an Atlas variable (did you mean "
+                            "ATLAS_NSTREAMS?); it has no effect"),
+              std::string::npos)
+        << first[0];
+    EXPECT_TRUE(unknownEnvWarningsOnce(env).empty());
+    EXPECT_EQ(unknownEnvWarnings(env).size(), 1u);  // the plain query still answers
+}
+
 }  // namespace
 }  // namespace atlas::options
