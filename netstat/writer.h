@@ -19,7 +19,7 @@
 namespace atlas::netstat {
 
 struct WriterConfig {
-    std::string dir = "/dev/shm";
+    std::string dir = kDefaultSegmentDir;
     uint32_t comm_capacity = 256;
     uint32_t stream_capacity = kMaxStreamRecords;
     std::string name;  // empty: atlas-netstat-<uid>-<pid>

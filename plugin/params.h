@@ -23,6 +23,7 @@
 #include "atlas/common/env.h"
 #include "atlas/common/status.h"
 #include "atlas/env_catalog.h"
+#include "atlas/netstat.h"
 #include "options/table.h"
 #include "plugin/devices.h"
 #include "scheduler/bubble_predictor.h"

@@ -90,7 +90,7 @@
       "equal (arrival order); the kind comes from NCCL's setNetAttr hints")                       \
     X(ATLAS_NETSTAT, netstat, Bool, true, 0, 0,                                                   \
       "Publish per comm and per stream counters in a shared-memory segment for atlas-netstat")    \
-    X(ATLAS_NETSTAT_DIR, netstat_dir, String, "/dev/shm", 0, 0,                                   \
+    X(ATLAS_NETSTAT_DIR, netstat_dir, String, netstat::kDefaultSegmentDir, 0, 0,                  \
       "Directory of the stats segment atlas-netstat-<uid>-<pid>")                                 \
     X(ATLAS_NETSTAT_COMMS, netstat_comms, Uint, 256, 1, 65536,                                    \
       "Comm records in the stats segment; comms beyond it run without stats")                     \
@@ -133,4 +133,7 @@
     X(ATLAS_STAGE_BUILD_DIR, "scripts/gpu-check.sh", "Build tree of the GPU stage")             \
     X(ATLAS_GPU_CHECK_DIR, "scripts/gpu-check.sh", "Output directory of the GPU checks")        \
     X(ATLAS_TEST_BINARY_DIR, "ctest (every test)", "The build tree, set by ctest")              \
-    X(ATLAS_UPDATE_DOCS, "docs tests", "1: rewrite the generated option tables in docs/")
+    X(ATLAS_UPDATE_DOCS, "docs tests", "1: rewrite the generated option tables in docs/")      \
+    X(ATLAS_NO_NPM, "scripts/deps", "1: skip the npm packages (test data)")                     \
+    X(ATLAS_NETSTAT_WRITE_SEEDS, "netstat_segment_test", "Directory to write the fuzz seeds to") \
+    X(ATLAS_EXTRA, "scripts/gpu-e2e.sh", "Extra ATLAS_* settings of one GPU scenario")

@@ -155,5 +155,8 @@ static_assert(expectedLayout(1, 1).size == 256 + 320 + 128);
 
 // "atlas-netstat-<uid>-<pid>": the file name (in /dev/shm unless ATLAS_NETSTAT_DIR).
 inline constexpr const char* kNamePrefix = "atlas-netstat-";
+// Where the segments live by default: the plugin's ATLAS_NETSTAT_DIR default and the one
+// atlas-netstat --dir reads (one definition, so writer and reader meet without configuration).
+inline constexpr const char* kDefaultSegmentDir = "/dev/shm";
 
 }  // namespace atlas::netstat

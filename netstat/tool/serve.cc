@@ -10,6 +10,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
+
+#include "options/value.h"
 
 namespace atlas::netstat {
 namespace {
@@ -108,8 +111,8 @@ Status serveMetrics(const std::string& addr, const std::function<std::string()>&
         host = addr.substr(0, colon);
         port = addr.substr(colon + 1);
     }
-    if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos ||
-        port.size() > 5 || std::stoi(port) > 65535) {
+    const std::optional<uint64_t> port_number = options::parseUnsigned(port);
+    if (!port_number || *port_number > 65535) {
         return Status(Code::kInvalidUsage, "--serve '" + addr + "': PORT must be 0..65535");
     }
     addrinfo hints{};
