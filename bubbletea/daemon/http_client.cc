@@ -12,6 +12,8 @@
 #include <chrono>
 #include <optional>
 
+#include "options/value.h"
+
 namespace atlas::bubbletea {
 
 namespace beast = boost::beast;
@@ -127,12 +129,11 @@ Result<HttpUrl> parseHttpUrl(const std::string& url) {
     const size_t colon = rest.rfind(':');
     if (colon != std::string::npos && rest.find(']') == std::string::npos) {
         const std::string port = rest.substr(colon + 1);
-        char* end = nullptr;
-        const long p = std::strtol(port.c_str(), &end, 10);
-        if (port.empty() || *end != '\0' || p < 1 || p > 65535) {
+        const std::optional<uint64_t> p = options::parseUnsigned(port);  // strict: no sign, spaces
+        if (!p || *p < 1 || *p > 65535) {
             return Status{Code::kInvalidArgument, "bad port in '" + url + "'"};
         }
-        out.port = static_cast<uint16_t>(p);
+        out.port = static_cast<uint16_t>(*p);
         rest = rest.substr(0, colon);
     }
     if (rest.empty()) {

@@ -65,24 +65,30 @@ const std::vector<std::string>& Args::all(const std::string& name) const {
     return it == values_.end() ? kEmpty : it->second;
 }
 
+namespace {
+
+// One value of flag `name`, parsed strictly and range-checked; the message names the flag.
+template <typename T>
+Result<T> checkedValue(const std::string& name, const std::string& text, const std::optional<T>& v,
+                       T min, T max, const std::string& accepted) {
+    const char* why = !v ? " is invalid: expected " : " is out of range: expected ";
+    if (!v || *v < min || *v > max) {
+        return Status(Code::kInvalidArgument,
+                      "--" + name + "=" + options::quote(text) + why + accepted);
+    }
+    return *v;
+}
+
+}  // namespace
+
 Result<double> Args::getDouble(const std::string& name, double fallback, double min,
                                double max) const {
     if (!has(name)) {
         return fallback;
     }
     const std::string text = get(name);
-    const auto v = options::parseDouble(text);
-    const std::string accepted =
-        "a number" + range(options::formatDouble(min), options::formatDouble(max));
-    if (!v) {
-        return Status(Code::kInvalidArgument, "--" + name + "=" + options::quote(text) +
-                                                  " is invalid: expected " + accepted);
-    }
-    if (*v < min || *v > max) {
-        return Status(Code::kInvalidArgument, "--" + name + "=" + options::quote(text) +
-                                                  " is out of range: expected " + accepted);
-    }
-    return *v;
+    return checkedValue(name, text, options::parseDouble(text), min, max,
+                        "a number" + range(options::formatDouble(min), options::formatDouble(max)));
 }
 
 Result<int64_t> Args::getInt(const std::string& name, int64_t fallback, int64_t min,
@@ -91,17 +97,8 @@ Result<int64_t> Args::getInt(const std::string& name, int64_t fallback, int64_t 
         return fallback;
     }
     const std::string text = get(name);
-    const auto v = options::parseSigned(text);
-    const std::string accepted = "an integer" + range(std::to_string(min), std::to_string(max));
-    if (!v) {
-        return Status(Code::kInvalidArgument, "--" + name + "=" + options::quote(text) +
-                                                  " is invalid: expected " + accepted);
-    }
-    if (*v < min || *v > max) {
-        return Status(Code::kInvalidArgument, "--" + name + "=" + options::quote(text) +
-                                                  " is out of range: expected " + accepted);
-    }
-    return *v;
+    return checkedValue(name, text, options::parseSigned(text), min, max,
+                        "an integer" + range(std::to_string(min), std::to_string(max)));
 }
 
 std::string formatFlags(const std::vector<FlagSpec>& specs) {

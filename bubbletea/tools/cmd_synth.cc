@@ -1,10 +1,10 @@
 // `synth`: a synthetic periodic writer (see synth.h for the exact trace and its ground truth).
 #include <cstdio>
 
-#include "channel/channel_writer.h"
 #include "bubbletea/tools/cli_common.h"
 #include "bubbletea/tools/commands.h"
 #include "bubbletea/tools/synth.h"
+#include "channel/channel_writer.h"
 
 namespace atlas::bubbletea::tools {
 
@@ -92,10 +92,15 @@ int cmdSynth(int argc, char** argv) {
     options.keep_on_close = a.has("keep");
     options.take_over = a.has("take-over");
     if (a.has("mode")) {
-        char* end = nullptr;
+        // Octal digits only (strtol also took spaces and a sign).
         const std::string text = a.get("mode");
-        const long mode = std::strtol(text.c_str(), &end, 8);
-        if (text.empty() || *end != '\0' || mode < 0 || mode > 0777) {
+        const bool digits = !text.empty() && text.size() <= 4 &&
+                            text.find_first_not_of("01234567") == std::string::npos;
+        unsigned mode = digits ? 0 : 01000;
+        for (const char c : digits ? text : std::string()) {
+            mode = mode * 8 + static_cast<unsigned>(c - '0');
+        }
+        if (mode > 0777) {
             return usageError("synth", {Code::kInvalidArgument,
                                         "--mode: '" + text + "' is not octal permission bits"});
         }

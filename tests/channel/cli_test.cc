@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/channel/channel_test_util.h"
+#include "tests/support/subprocess.h"
 
 extern char** environ;
 
@@ -79,21 +80,9 @@ class CliTest : public ::testing::Test {
         return rc == 0 ? pid : -1;
     }
 
-    // Waits up to timeout_ms for pid (pidfd poll), killing it after that.
+    // Waits up to timeout_ms for pid, killing it after that (tests/support/subprocess.h).
     static int waitFor(pid_t pid, int timeout_ms) {
-        const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-        if (pidfd >= 0) {
-            pollfd p{pidfd, POLLIN, 0};
-            if (::poll(&p, 1, timeout_ms) <= 0) {
-                ::kill(pid, SIGKILL);
-            }
-            ::close(pidfd);
-        }
-        int status = 0;
-        if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
-            return -1;
-        }
-        return WEXITSTATUS(status);
+        return atlas::testing::waitOrKill(pid, timeout_ms);
     }
 
     RunResult run(const std::vector<std::string>& args, int timeout_ms = 20000) {

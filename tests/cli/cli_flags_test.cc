@@ -5,11 +5,7 @@
 // (a binary whose target is not built here, e.g. atlas-nccl-check without CUDA, is skipped).
 // Plus the docs check of atlas-netstat's flag table.
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <spawn.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -17,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +21,7 @@
 #include "netstat/tool/options.h"
 #include "options/help.h"
 #include "support/doc_blocks.h"
+#include "support/subprocess.h"
 
 extern char** environ;
 
@@ -36,6 +34,11 @@ struct Binary {
     std::vector<std::string> bad_args;   // one invalid number
     std::vector<std::string> help_args;  // {"--help"} for most
 };
+
+// gtest prints a failing case's parameter by its name.
+void PrintTo(const Binary& b, std::ostream* os) {
+    *os << b.name;
+}
 
 // Appears in a message that names the option and the value given.
 const char* const kBad = "12abc";
@@ -98,17 +101,7 @@ RunResult runBinary(const std::string& path, const std::vector<std::string>& arg
     const int rc = ::posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     if (rc == 0) {
-        const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-        if (pidfd >= 0) {
-            pollfd p{pidfd, POLLIN, 0};
-            if (::poll(&p, 1, timeout_ms) <= 0) {
-                ::kill(pid, SIGKILL);
-            }
-            ::close(pidfd);
-        }
-        int status = 0;
-        ::waitpid(pid, &status, 0);
-        r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        r.exit_code = testing::waitOrKill(pid, timeout_ms);
     }
     std::ifstream in(tmpl);
     std::stringstream ss;
