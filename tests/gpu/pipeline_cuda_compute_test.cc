@@ -119,7 +119,10 @@ TEST(PipelineBenchCompute, PerStageListAndCudaFlags) {
     for (const char* bad : {"gpu", "cuda,", ",spin", "cuda,,spin"}) {
         auto r = parseArgs({"--compute", bad});
         ASSERT_FALSE(r.isOk()) << bad;
-        EXPECT_NE(r.status().message().find("expected spin, yield, sleep or cuda"),
+        // The options layer's wording: the flag, the value and what each item may be.
+        EXPECT_NE(r.status().message().find("--compute='" + std::string(bad) +
+                                            "' is invalid: expected comma-separated, each one "
+                                            "of spin|yield|sleep|cuda"),
                   std::string::npos)
             << r.status().message();
     }
