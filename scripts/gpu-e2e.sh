@@ -436,7 +436,7 @@ phase_bubbletea() {
     base+=(--compute cuda,spin)
   fi
   local engine=(--engine cuda --cuda-device 0 --random-weights llama-3.2-1b --random-dtype bf16)
-  ((DRY)) && engine=(--engine cpu --engine-threads 1 --random-weights tiny)
+  ((DRY)) && engine=(--engine cpu --compute-threads 1 --random-weights tiny)
   printf '{"description": "1x2 pipeline, 1F1B, M=4, fwd %s ms / bwd %s ms, act 2 MiB, %s testbed; stage 0 compute %s, stage 1 %s; bubbletea %s; load %s req/s uniform:32:512; %s measured + %s warm-up iterations per run, %s pairs interleaved"}\n' \
     "$BT_FWD" "$BT_BWD" "$MODE" "$( ((DRY)) && echo 'sleep (dry run)' || echo 'CUDA (cuBLAS GEMMs)')" \
     "$( ((DRY)) && echo 'sleep' || echo 'CPU spin')" "${engine[*]}" "$BT_RATE" "$BT_ITERS" \

@@ -39,7 +39,7 @@ demo_bubbles() {
   # one thread, random weights of the 'tiny' shape, docs/bubbletea.md). 'small' costs ~60 ms
   # per 16-token chunk on a loaded 2-core machine (and its fixed cost is not re-fitted
   # online), so its chunks often fit no 150 ms window there; tiny's cost is all per token.
-  "$BUBBLETEA" --engine cpu --engine-threads 1 --random-weights tiny --channel "$ch" \
+  "$BUBBLETEA" --engine cpu --compute-threads 1 --random-weights tiny --channel "$ch" \
     --listen "127.0.0.1:$BUBBLETEA_PORT" --queue-limit 256 --default-ttft-ms 30000 \
     --profile-tokens 16,64,256,1024 --profile-contexts 0 --profile-budget-ms 8000 \
     --min-chunk-tokens 8 --log-level info 2>"$OUT/bubbletea.log" &
