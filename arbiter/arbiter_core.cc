@@ -5,11 +5,16 @@
 namespace atlas::arbiter {
 namespace {
 
+// The wire spells the scheduler's priority range without depending on it.
+static_assert(kPriorityLevels == sched::kPriorityLevels);
+static_assert(kDefaultPriority == sched::kDefaultPriority);
+
 sched::FlowClass toClass(const WireClass& c) {
     sched::FlowClass out;
     out.pipeline = c.pipeline;
     out.stage = c.stage;
     out.direction = c.direction == 0 ? sched::Direction::kForward : sched::Direction::kBackward;
+    out.priority = c.priority;  // < kPriorityLevels: checked by the decoder and open()
     return out;
 }
 
@@ -41,6 +46,10 @@ Status ArbiterCore::open(SessionId session, uint32_t flow, const WireClass& cls,
                          const std::string& link, Nanos now_ns) {
     if (!validLinkName(link)) {
         return badFlow("invalid link name '" + link + "'");
+    }
+    if (cls.priority >= kPriorityLevels) {
+        return badFlow("invalid priority " + std::to_string(cls.priority) + " (0.." +
+                       std::to_string(kPriorityLevels - 1) + ")");
     }
     if (find(session, flow) != nullptr) {
         return badFlow("flow " + std::to_string(flow) + " is already open");

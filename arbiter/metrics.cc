@@ -150,9 +150,9 @@ std::string renderMetrics(const ArbiterCore& core, const ServerCounters& c, Nano
         std::snprintf(labels, sizeof(labels),
                       "link=\"%s\",session=\"%" PRIu64
                       "\",flow=\"%u\",pipeline=\"%d\","
-                      "stage=\"%d\",direction=\"%s\"",
+                      "stage=\"%d\",direction=\"%s\",priority=\"%u\"",
                       f.link.c_str(), f.session, f.flow, f.cls.pipeline, f.cls.stage,
-                      f.cls.direction == 0 ? "fwd" : "bwd");
+                      f.cls.direction == 0 ? "fwd" : "bwd", static_cast<unsigned>(f.cls.priority));
         o.sample("atlas_arbiter_flow_bytes_total", labels, static_cast<double>(f.bytes));
     }
     o.family("atlas_arbiter_flow_grants_total", "counter", "Grants a flow received.");

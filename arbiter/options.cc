@@ -21,6 +21,9 @@ using Policy = NamedEnum<sched::PolicyKind, &sched::policyKindName, sched::Polic
       "time, first come first served; workload: temporal in a learned periodic order")             \
     X("--slot-ms", WholeMillis, server.core.policy_config.max_slot_ns, 0, 3600000, "MS",           \
       "longest slot one grant carries; 0 = a transfer keeps the link until it drains")             \
+    X("--max-wait-ms", WholeMillis, server.core.policy_config.max_wait_ns, 0, 3600000, "MS",       \
+      "a flow waiting this long is served next whatever its priority (the starvation bound); "     \
+      "0 = 20 slots")                                                                              \
     X("--lease-ms", WholeMillis, server.lease_ns, 10, 3600000, "MS",                               \
       "a session silent this long loses its grants")                                               \
     X("--heartbeat-ms", Optional<WholeMillis>, heartbeat_ns, 1, 3600000, "MS",                     \
@@ -42,6 +45,7 @@ using Policy = NamedEnum<sched::PolicyKind, &sched::policyKindName, sched::Polic
     X("ATLAS_ARBITER", "ATLAS_ARBITER_LISTEN", true) \
     X("ATLAS_SHARING", "--sharing", false)           \
     X("ATLAS_SLOT_MS", "--slot-ms", false)           \
+    X("ATLAS_MAX_WAIT_MS", "--max-wait-ms", false)   \
     X("ATLAS_AUTH_KEY_FILE", "--auth-key-file", false)
 
 constexpr const char* kPreamble =

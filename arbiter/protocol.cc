@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -159,7 +160,7 @@ Status malformed(const std::string& what) {
     return {Code::kRemote, "malformed arbiter message: " + what};
 }
 
-void encodeBody(const Message& m, Writer& w) {
+void encodeBody(const Message& m, uint8_t version, Writer& w) {
     std::visit(
         [&](const auto& v) {
             using T = std::decay_t<decltype(v)>;
@@ -186,7 +187,12 @@ void encodeBody(const Message& m, Writer& w) {
                 w.i32(v.cls.pipeline);
                 w.i32(v.cls.stage);
                 w.u8(v.cls.direction);
-                w.zeros(3);
+                if (version >= 2) {
+                    w.u8(std::min<uint8_t>(v.cls.priority, kPriorityLevels - 1));
+                    w.zeros(2);
+                } else {
+                    w.zeros(3);
+                }
                 w.name(v.link, kNameBytes);
             } else if constexpr (std::is_same_v<T, Request>) {
                 w.u32(v.flow);
@@ -217,7 +223,7 @@ void encodeBody(const Message& m, Writer& w) {
         m);
 }
 
-Result<Message> decodeBody(MsgType type, const uint8_t* p, size_t n) {
+Result<Message> decodeBody(MsgType type, uint8_t version, const uint8_t* p, size_t n) {
     Reader r(p);
     switch (type) {
         case MsgType::kHello: {
@@ -261,9 +267,13 @@ Result<Message> decodeBody(MsgType type, const uint8_t* p, size_t n) {
             o.cls.pipeline = r.i32();
             o.cls.stage = r.i32();
             o.cls.direction = r.u8();
-            if (o.cls.direction > 1 || !r.zeros(3) || !r.name(kNameBytes, &o.link) ||
+            if (version >= 2) {
+                o.cls.priority = r.u8();  // version 1: reserved, the default priority
+            }
+            if (o.cls.direction > 1 || o.cls.priority >= kPriorityLevels ||
+                !r.zeros(version >= 2 ? 2 : 3) || !r.name(kNameBytes, &o.link) ||
                 !validLinkName(o.link)) {
-                return malformed("open: bad direction, reserved bytes or link name");
+                return malformed("open: bad direction, priority, reserved bytes or link name");
             }
             return Message(o);
         }
@@ -360,24 +370,25 @@ const char* msgTypeName(MsgType t) {
     return "unknown";
 }
 
-void encode(const Message& m, std::vector<uint8_t>* out) {
+void encode(const Message& m, std::vector<uint8_t>* out, uint8_t version) {
+    version = std::clamp(version, kMinProtocolVersion, kProtocolVersion);
     const size_t start = out->size();
     Writer w(out);
     w.bytes(kMagic, sizeof(kMagic));
-    w.u8(kProtocolVersion);
+    w.u8(version);
     w.u8(static_cast<uint8_t>(typeOf(m)));
     w.u16(0);
     w.u32(0);  // patched below
-    encodeBody(m, w);
+    encodeBody(m, version, w);
     const auto len = static_cast<uint32_t>(out->size() - start - kHeaderBytes);
     for (size_t i = 0; i < 4; ++i) {
         (*out)[start + 8 + i] = static_cast<uint8_t>(len >> (8 * i));
     }
 }
 
-std::vector<uint8_t> encode(const Message& m) {
+std::vector<uint8_t> encode(const Message& m, uint8_t version) {
     std::vector<uint8_t> out;
-    encode(m, &out);
+    encode(m, &out, version);
     return out;
 }
 
@@ -416,11 +427,15 @@ Result<std::optional<Message>> Decoder::next() {
         error_ = malformed("bad magic (not an Atlas arbiter peer)");
         return error_;
     }
-    if (h[4] != kProtocolVersion) {
+    if (h[4] < kMinProtocolVersion || h[4] > kProtocolVersion) {
+        // "protocol version N" starts the text an older build's server sends too: a client
+        // that offered more falls back on it (ArbiterClient).
         error_ = malformed("protocol version " + std::to_string(h[4]) + " (this side speaks " +
+                           std::to_string(kMinProtocolVersion) + ".." +
                            std::to_string(kProtocolVersion) + ")");
         return error_;
     }
+    const uint8_t version = h[4];
     if (!knownType(h[5]) || h[6] != 0 || h[7] != 0) {
         error_ = malformed("unknown type " + std::to_string(h[5]) + " or reserved bits set");
         return error_;
@@ -440,12 +455,13 @@ Result<std::optional<Message>> Decoder::next() {
     if (avail < kHeaderBytes + len) {
         return std::optional<Message>();
     }
-    auto msg = decodeBody(type, h + kHeaderBytes, len);
+    auto msg = decodeBody(type, version, h + kHeaderBytes, len);
     if (!msg) {
         error_ = msg.status();
         return error_;
     }
     pos_ += kHeaderBytes + len;
+    last_version_ = version;
     return std::optional<Message>(std::move(msg.value()));
 }
 

@@ -5,7 +5,7 @@
 // (kError alone carries variable text). All integers are little-endian.
 //
 //   offset 0  4 bytes  magic "AtAr" (the ASCII bytes, so the server can tell it from "GET ")
-//   offset 4  u8       version (kProtocolVersion)
+//   offset 4  u8       version (kMinProtocolVersion .. kProtocolVersion; see "Versions")
 //   offset 5  u8       type (MsgType)
 //   offset 6  u16      reserved, must be 0
 //   offset 8  u32      body length (must equal the type's size; kError: 4..kMaxErrorBody)
@@ -20,6 +20,13 @@
 // Authentication (when the server has a key): HMAC-SHA256 over a role label, both nonces and
 // the session id, with the same shared key as the data path (ATLAS_AUTH_KEY). The labels
 // differ from the transport's, so a MAC seen on one protocol is useless on the other.
+//
+// Versions: 1 is the original protocol; 2 adds the flow's admission priority to Open (a byte
+// that was reserved). The client offers its highest version in Hello's header; the server
+// answers, and encodes the whole session, at that version when it speaks it. A version-1
+// server refuses a version-2 Hello with a protocol Error; the client then reconnects at once
+// offering 1 (ArbiterClient), and its flows' priorities are not sent (the server gives them
+// sched::kDefaultPriority). A version-2 server serves version-1 clients the same way.
 //
 // Untrusted input: Decoder accepts arbitrary bytes (fuzzed by fuzz_arbiter_protocol); a
 // malformed frame is a protocol error that ends the connection, never undefined behaviour.
@@ -40,7 +47,10 @@
 namespace atlas::arbiter {
 
 inline constexpr uint8_t kMagic[4] = {'A', 't', 'A', 'r'};
-inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr uint8_t kProtocolVersion = 2;     // the highest this build speaks
+inline constexpr uint8_t kMinProtocolVersion = 1;  // the lowest it still speaks
+inline constexpr uint8_t kPriorityLevels = 8;      // = sched::kPriorityLevels
+inline constexpr uint8_t kDefaultPriority = 1;     // = sched::kDefaultPriority
 inline constexpr size_t kHeaderBytes = 12;
 inline constexpr size_t kNameBytes = 32;  // client name, link name: NUL-padded
 inline constexpr size_t kMaxErrorText = 200;
@@ -70,7 +80,8 @@ enum class WirePolicy : uint8_t { kFair = 0, kTemporal = 1, kWorkload = 2 };
 struct WireClass {
     int32_t pipeline = 0;
     int32_t stage = 0;
-    uint8_t direction = 0;  // 0 forward, 1 backward
+    uint8_t direction = 0;                // 0 forward, 1 backward
+    uint8_t priority = kDefaultPriority;  // < kPriorityLevels, 0 first; version 2 only
     friend bool operator==(const WireClass&, const WireClass&) = default;
 };
 
@@ -144,10 +155,12 @@ using Message = std::variant<Hello, Challenge, Auth, Welcome, Open, Request, Gra
 MsgType typeOf(const Message& m);
 const char* msgTypeName(MsgType t);
 
-// Appends the framed message to `out`. Strings longer than their field are truncated;
-// non-printable bytes are replaced by '?', so whatever is encoded also decodes.
-void encode(const Message& m, std::vector<uint8_t>* out);
-std::vector<uint8_t> encode(const Message& m);
+// Appends the framed message to `out`, at protocol `version` (kMinProtocolVersion ..
+// kProtocolVersion; version 1 leaves Open's priority out). Strings longer than their field
+// are truncated; non-printable bytes are replaced by '?', a priority out of range by the
+// last level, so whatever is encoded also decodes.
+void encode(const Message& m, std::vector<uint8_t>* out, uint8_t version = kProtocolVersion);
+std::vector<uint8_t> encode(const Message& m, uint8_t version = kProtocolVersion);
 
 // Incremental decoder for one byte stream. Feed bytes as they arrive; next() yields complete
 // messages. After an error the decoder stays failed (the connection must be closed).
@@ -159,11 +172,15 @@ class Decoder {
     Result<std::optional<Message>> next();
     bool failed() const { return !error_.isOk(); }
     size_t buffered() const { return buf_.size() - pos_; }
+    // The header version of the last message next() returned (0 before the first): a
+    // server answers a Hello at this version.
+    uint8_t lastVersion() const { return last_version_; }
 
   private:
     std::vector<uint8_t> buf_;
     size_t pos_ = 0;
     Status error_;
+    uint8_t last_version_ = 0;
 };
 
 // Whether `text` is a valid link name (1..kNameBytes bytes of [A-Za-z0-9._:>/-]).

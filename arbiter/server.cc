@@ -97,7 +97,7 @@ class Session : public std::enable_shared_from_this<Session> {
         if (closed_) {
             return;
         }
-        wq_.push_back(encode(m));
+        wq_.push_back(encode(m, version_));
         ++s_.counters.messages_out;
         if (!writing_) {
             write();
@@ -247,6 +247,9 @@ class Session : public std::enable_shared_from_this<Session> {
                     sendError(ErrorCode::kOverloaded, "too many sessions", true);
                     return false;
                 }
+                // The session speaks the version the client offered (the decoder accepted
+                // it, so this build speaks it too).
+                version_ = dec_.lastVersion();
                 client_nonce_ = h->client_nonce;
                 name_ = h->name + "/" + std::to_string(h->pid);
                 server_nonce_ = randomNonce();
@@ -286,8 +289,9 @@ class Session : public std::enable_shared_from_this<Session> {
                 s_.sessions[id_] = shared_from_this();
                 ++s_.counters.sessions_total;
                 s_.counters.sessions_current = s_.sessions.size();
-                ATLAS_LOG_INFO(s_.cfg.logger, "session %" PRIu64 " from %s (%s)%s", id_,
-                               peer_.c_str(), name_.c_str(),
+                ATLAS_LOG_INFO(s_.cfg.logger, "session %" PRIu64 " from %s (%s), protocol %u%s%s",
+                               id_, peer_.c_str(), name_.c_str(), static_cast<unsigned>(version_),
+                               version_ < 2 ? " (no priorities: every flow has the default)" : "",
                                s_.cfg.auth_key.empty() ? "" : ", authenticated");
                 send(Welcome{id_});
                 return true;
@@ -370,6 +374,9 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string sniff_;
     std::string http_;
     Decoder dec_;
+    // Protocol version of this session: the Hello's; until then the lowest, which every
+    // client decodes (an Error to a client that offered a version we do not speak).
+    uint8_t version_ = kMinProtocolVersion;
     std::deque<std::vector<uint8_t>> wq_;
     bool writing_ = false;
     bool closed_ = false;

@@ -1,7 +1,6 @@
 #include "plugin/net_hints.h"
 
-#include <algorithm>
-#include <cctype>
+#include <string>
 
 namespace atlas::plugin {
 namespace {
@@ -52,18 +51,6 @@ std::string sideText(const CommAttrHint& h) {
 
 }  // namespace
 
-const char* trafficKindName(TrafficKind kind) {
-    switch (kind) {
-        case TrafficKind::kUnknown:
-            return "unknown";
-        case TrafficKind::kPipeline:
-            return "pipeline";
-        case TrafficKind::kDataParallel:
-            return "data-parallel";
-    }
-    return "?";
-}
-
 TrafficKind trafficKindOf(bool have_hints, uint32_t op) {
     if (!have_hints) {
         return TrafficKind::kUnknown;
@@ -79,43 +66,6 @@ TrafficKind trafficKindOf(bool have_hints, uint32_t op) {
         return TrafficKind::kDataParallel;
     }
     return TrafficKind::kUnknown;
-}
-
-Result<PriorityOrder> parsePriorityOrder(std::string_view text) {
-    std::string t(text);
-    std::transform(t.begin(), t.end(), t.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (t.empty() || t == "pipeline") {
-        return PriorityOrder::kPipelineFirst;
-    }
-    if (t == "collective") {
-        return PriorityOrder::kCollectiveFirst;
-    }
-    if (t == "equal") {
-        return PriorityOrder::kEqual;
-    }
-    return Status(Code::kInvalidUsage, "ATLAS_TRAFFIC_PRIORITY='" + std::string(text) +
-                                           "': expected pipeline, collective or equal");
-}
-
-const char* priorityOrderName(PriorityOrder order) {
-    switch (order) {
-        case PriorityOrder::kPipelineFirst:
-            return "pipeline";
-        case PriorityOrder::kCollectiveFirst:
-            return "collective";
-        case PriorityOrder::kEqual:
-            return "equal";
-    }
-    return "?";
-}
-
-int admissionPriority(TrafficKind kind, PriorityOrder order) {
-    if (order == PriorityOrder::kEqual || kind == TrafficKind::kUnknown) {
-        return 1;
-    }
-    const bool first = (order == PriorityOrder::kPipelineFirst) == (kind == TrafficKind::kPipeline);
-    return first ? 0 : 2;
 }
 
 std::string describeHints(const NetHints& h) {

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "atlas/common/status.h"
+#include "scheduler/traffic_priority.h"
 
 namespace atlas::plugin {
 
@@ -48,27 +49,21 @@ struct NetHints {
     friend bool operator==(const NetHints&, const NetHints&) = default;
 };
 
-// What a WAN flow carries, for admission (docs/arbitration.md).
-enum class TrafficKind : uint8_t { kUnknown = 0, kPipeline = 1, kDataParallel = 2 };
-const char* trafficKindName(TrafficKind kind);
+// What a WAN flow carries and the admission priority a configured order gives it: one
+// definition in scheduler/ (traffic_priority.h), shared with atlas-sim.
+using sched::TrafficKind;
+using sched::trafficKindName;
 
 // The rule above. `have_hints`: setNetAttr was called on the context at least once.
 TrafficKind trafficKindOf(bool have_hints, uint32_t op);
 
-// ATLAS_TRAFFIC_PRIORITY: which kind goes first when both wait for one shared link.
-enum class PriorityOrder : uint8_t {
-    kPipelineFirst,    // default: pipeline transfers stall the whole pipeline, DP overlaps
-    kCollectiveFirst,  // e.g. a job whose collectives sit on the critical path
-    kEqual,            // arrival order only (FIFO), the behaviour before hints existed
-};
-Result<PriorityOrder> parsePriorityOrder(std::string_view text);
-const char* priorityOrderName(PriorityOrder order);
-
-// The admission priority of a flow of `kind`: 0 goes first, larger values later; kUnknown
-// sits between the two kinds so that flows without hints keep today's treatment relative to
-// each other. The ordering rule itself runs in the link policy (scheduler/), which reads
-// this number from the flow's descriptor.
-int admissionPriority(TrafficKind kind, PriorityOrder order);
+// ATLAS_TRAFFIC_PRIORITY (pipeline | collective | equal): which kind goes first when both wait
+// for one shared link. admissionPriority() turns a kind into FlowClass::priority, which the
+// link policy orders waiting flows by (scheduler/temporal_state.h, docs/arbitration.md).
+using sched::admissionPriority;
+using sched::parsePriorityOrder;
+using sched::PriorityOrder;
+using sched::priorityOrderName;
 
 // "op=Send|Recv algo=* proto=* send(peers 1..1 flows 2..2) recv(peers -..- flows -..-)".
 std::string describeHints(const NetHints& hints);

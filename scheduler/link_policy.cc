@@ -47,6 +47,18 @@ Status validate(const PolicyConfig& c) {
     return validate(c.detector);
 }
 
+Nanos agingBoundNs(const PolicyConfig& c) {
+    constexpr Nanos kNoSlots = 200 * kNsPerMs;
+    constexpr Nanos kSlots = 20;
+    if (c.max_wait_ns > 0) {
+        return c.max_wait_ns;
+    }
+    if (c.max_slot_ns <= 0) {
+        return kNoSlots;
+    }
+    return c.max_slot_ns > kNever / kSlots ? kNever : kSlots * c.max_slot_ns;
+}
+
 Result<std::unique_ptr<LinkPolicy>> makePolicy(PolicyKind kind, const PolicyConfig& config) {
     Status s = validate(config);
     if (!s.isOk()) {

@@ -60,14 +60,16 @@ inline constexpr Nanos kDefaultMaxSlotNs = 250 * kNsPerMs;
 struct PolicyConfig {
     // Temporal policies: the longest lease one grant carries. 0 = no bound (a transfer runs
     // to completion once granted; no starvation bound). Starvation bounds (first grant after
-    // a request, n = active flows): TemporalFifo (n-1) * max_slot_ns; WorkloadAware
-    // max_wait_ns + n * max_slot_ns.
+    // a request, n = active flows): TemporalFifo (n-1) * max_slot_ns when every flow has the
+    // same priority, else max_wait_ns + n * max_slot_ns; WorkloadAware max_wait_ns + n *
+    // max_slot_ns.
     Nanos max_slot_ns = kDefaultMaxSlotNs;
     // WorkloadAware: shortest lease it shapes a slot down to (so that a predicted arrival
     // cannot make the link thrash between holders).
     Nanos min_slot_ns = 500 * kNsPerUs;
-    // WorkloadAware: a request that has waited this long is served before planned ones
-    // (FIFO among such). 0 = 20 * max_slot_ns, or 200 ms when max_slot_ns is 0.
+    // Temporal policies: a request that has waited this long is served before every other
+    // (FIFO among such), whatever its priority (FlowClass::priority) or WorkloadAware's plan:
+    // the starvation bound of low-priority traffic. 0 = the default, agingBoundNs().
     Nanos max_wait_ns = 0;
     // WorkloadAware: a class's pattern counts as known at this detector confidence.
     double min_confidence = 0.5;
@@ -76,6 +78,10 @@ struct PolicyConfig {
 };
 
 Status validate(const PolicyConfig& config);
+
+// The effective max_wait_ns: the configured value, else 20 * max_slot_ns, else (no slots)
+// 200 ms. Also the node-local segment's default (plugin/wan/shm_layout.h).
+Nanos agingBoundNs(const PolicyConfig& config);
 
 class LinkPolicy {
   public:

@@ -4,7 +4,8 @@
 
 namespace atlas::sched {
 
-TemporalPolicy::TemporalPolicy(const PolicyConfig& config) : config_(config) {
+TemporalPolicy::TemporalPolicy(const PolicyConfig& config)
+    : config_(config), max_wait_ns_(agingBoundNs(config)) {
     TemporalCore::reset(link_);
 }
 
@@ -18,7 +19,7 @@ Status TemporalPolicy::onRequest(FlowId flow, const FlowClass& cls, uint64_t byt
     }
     noteRequest(flows_.at(slot), now_ns);
     TemporalCore c = core();
-    c.open(slot);
+    c.open(slot, cls.priority);
     c.join(slot, now_ns);
     dirty_ = true;
     return Status::ok();
@@ -52,8 +53,8 @@ Status TemporalPolicy::remove(FlowId flow, Nanos now_ns) {
     return Status::ok();
 }
 
-uint32_t TemporalPolicy::pickNext(Nanos) {
-    return state().fifoHead();
+uint32_t TemporalPolicy::pickNext(Nanos now_ns) {
+    return state().priorityHead(now_ns, max_wait_ns_);
 }
 
 Nanos TemporalPolicy::leaseEnd(const FlowRecord&, Nanos now_ns) {

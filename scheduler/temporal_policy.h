@@ -8,10 +8,13 @@
 //    and queued_ns) and the subclass picks again, so with FIFO order a long transfer yields
 //    to everyone who arrived before its lease ended.
 //
-// TemporalFifo serves in order of joining the wait list (first come first served, with
-// preempted holders going to the back). Starvation bound: a request is first granted within
-// (n - 1) * max_slot_ns of its arrival, n = active transfers (each one ahead of it holds at
-// most one lease before it).
+// TemporalFifo serves by priority (FlowClass::priority, smallest first) and in order of
+// joining the wait list within one priority (first come first served, with preempted holders
+// going to the back); a request that has waited max_wait_ns goes first (TemporalCore's
+// priorityHead). A higher-priority arrival waits for the holder's lease to end. Starvation
+// bound: with one priority for all, a request is first granted within (n - 1) * max_slot_ns
+// of its arrival, n = active transfers (each one ahead of it holds at most one lease before
+// it); with several, within max_wait_ns + n * max_slot_ns.
 //
 // The state (holder, lease, wait list with its FIFO keys) is a TemporalLink plus one
 // TemporalEntry per flow slot, and every transition is TemporalCore's (temporal_state.h):
@@ -55,12 +58,13 @@ class TemporalPolicy : public LinkPolicy {
     // learn here and may fill FlowRecord::class_slot / order.
     virtual void noteRequest(FlowRecord& /*record*/, Nanos /*now_ns*/) {}
     // Hook: choose the next holder among the waiting slots (at least one waits). Default:
-    // FIFO, the smallest sequence.
+    // the priority rule, state().priorityHead(now_ns, max_wait_ns_).
     virtual uint32_t pickNext(Nanos now_ns);
     // Hook: lease end for a holder granted at now_ns. Default: now + max_slot_ns.
     virtual Nanos leaseEnd(const FlowRecord& record, Nanos now_ns);
 
-    // Read-only view of the FIFO state: entry(slot).seq / queued_ns, fifoHead().
+    // Read-only view of the FIFO state: entry(slot).seq / queued_ns / priority, fifoHead(),
+    // agedHead(), priorityHead().
     const TemporalCore state() const { return TemporalCore::view(link_, entries_); }
     // Calls f(slot, record, entry) for every waiting flow, in slot order.
     template <class F>
@@ -73,6 +77,7 @@ class TemporalPolicy : public LinkPolicy {
     }
 
     const PolicyConfig config_;
+    const Nanos max_wait_ns_;  // agingBoundNs(config_)
     FlowTable flows_;
 
   private:

@@ -18,41 +18,32 @@ void TemporalCore::reset(TemporalLink& link) {
     link.lease_end_ns = kNever;
 }
 
-bool TemporalCore::open(uint32_t e) {
+bool TemporalCore::open(uint32_t e, uint8_t priority) {
     if (entries_[e].state != kEntryUnused) {
         return false;
     }
     entries_[e] = TemporalEntry{};
     entries_[e].state = kEntryIdle;
+    entries_[e].priority = std::min<uint8_t>(priority, kPriorityLevels - 1);
     return true;
 }
 
 void TemporalCore::renumber() {
-    // Rank of each waiter in (seq, index) order, parked in `reserved`: O(entries^2), only
-    // after a corruption or 2^64 joins.
-    uint64_t waiting = 0;
-    for (uint32_t i = 0; i < entries_.size(); ++i) {
-        if (entries_[i].state != kEntryWaiting) {
-            continue;
-        }
-        ++waiting;
-        uint64_t rank = 0;
-        for (uint32_t j = 0; j < entries_.size(); ++j) {
-            const TemporalEntry& o = entries_[j];
-            rank += o.state == kEntryWaiting &&
-                            (o.seq < entries_[i].seq || (o.seq == entries_[i].seq && j < i))
-                        ? 1
-                        : 0;
-        }
-        entries_[i].reserved = static_cast<uint32_t>(rank);
+    // Selection in (seq, index) order, the FIFO's own order: O(waiting * entries), only after
+    // a corruption or 2^64 joins. A renumbered waiter is parked in a state no valid entry has
+    // until all are done, so the scan skips it without scratch space in the entries.
+    constexpr uint32_t kRenumbered = 0x52454e55;
+    uint64_t next = 0;
+    for (uint32_t head = fifoHead(); head != kNone; head = fifoHead()) {
+        entries_[head].seq = next++;
+        entries_[head].state = kRenumbered;
     }
     for (TemporalEntry& t : entries_) {
-        if (t.state == kEntryWaiting) {
-            t.seq = t.reserved;
-            t.reserved = 0;
+        if (t.state == kRenumbered) {
+            t.state = kEntryWaiting;
         }
     }
-    link_.next_seq = waiting;
+    link_.next_seq = next;
 }
 
 void TemporalCore::enqueue(uint32_t e, Nanos now_ns) {
@@ -95,10 +86,50 @@ void TemporalCore::close(uint32_t e) {
     entries_[e].state = kEntryUnused;
 }
 
-bool TemporalCore::decideFifo(Nanos now_ns, Nanos slot_ns) {
+bool TemporalCore::decidePriority(Nanos now_ns, Nanos slot_ns, Nanos max_wait_ns) {
     return decide(
-        now_ns, [this](Nanos) { return fifoHead(); },
+        now_ns, [this, max_wait_ns](Nanos now) { return priorityHead(now, max_wait_ns); },
         [slot_ns](uint32_t, Nanos now) { return slotLeaseEnd(now, slot_ns); });
+}
+
+bool TemporalCore::aged(Nanos queued_ns, Nanos now_ns, Nanos max_wait_ns) {
+    Nanos threshold = 0;  // the latest queue time that has aged by now
+    if (max_wait_ns == kNever || __builtin_sub_overflow(now_ns, max_wait_ns, &threshold)) {
+        return false;
+    }
+    return queued_ns <= threshold;
+}
+
+uint32_t TemporalCore::agedHead(Nanos now_ns, Nanos max_wait_ns) const {
+    uint32_t best = kNone;
+    for (uint32_t i = 0; i < entries_.size(); ++i) {
+        const TemporalEntry& t = entries_[i];
+        if (t.state == kEntryWaiting && aged(t.queued_ns, now_ns, max_wait_ns) &&
+            (best == kNone || t.seq < entries_[best].seq)) {
+            best = i;
+        }
+    }
+    return best;
+}
+
+uint32_t TemporalCore::priorityHead(Nanos now_ns, Nanos max_wait_ns) const {
+    uint32_t aged_best = kNone;
+    uint32_t best = kNone;
+    for (uint32_t i = 0; i < entries_.size(); ++i) {
+        const TemporalEntry& t = entries_[i];
+        if (t.state != kEntryWaiting) {
+            continue;
+        }
+        if (aged(t.queued_ns, now_ns, max_wait_ns) &&
+            (aged_best == kNone || t.seq < entries_[aged_best].seq)) {
+            aged_best = i;
+        }
+        if (best == kNone || t.priority < entries_[best].priority ||
+            (t.priority == entries_[best].priority && t.seq < entries_[best].seq)) {
+            best = i;
+        }
+    }
+    return aged_best != kNone ? aged_best : best;
 }
 
 uint32_t TemporalCore::fifoHead() const {
@@ -131,6 +162,9 @@ Status TemporalCore::validate() const {
         }
         if (t.state == kEntryHolding && static_cast<int32_t>(i) != link_.holder) {
             return {Code::kInternal, "entry " + std::to_string(i) + " holds but is not the holder"};
+        }
+        if (t.state != kEntryUnused && t.priority >= kPriorityLevels) {
+            return {Code::kInternal, "entry " + std::to_string(i) + " has an invalid priority"};
         }
         if (t.state == kEntryWaiting) {
             ++waiting;
@@ -166,6 +200,10 @@ uint32_t TemporalCore::repair() {
         if (t.state > kEntryHolding ||
             (t.state == kEntryHolding && static_cast<int32_t>(i) != link_.holder)) {
             t.state = kEntryIdle;  // the flow asks again at its next acquire
+            ++fixes;
+        }
+        if (t.state != kEntryUnused && t.priority >= kPriorityLevels) {
+            t.priority = kDefaultPriority;
             ++fixes;
         }
         if (t.state == kEntryWaiting) {

@@ -10,12 +10,19 @@
 // segment's ABI (the static_asserts below; changing it means bumping kShmVersion).
 //
 // The rule (TemporalFifo's, docs/scheduler.md):
+//  - open: a flow takes an entry, with its admission priority (FlowClass::priority).
 //  - join: an idle entry (a flow with nothing to send) requests the link and waits, with the
 //    next sequence number (the FIFO key) and its queue time.
 //  - decide(now): if the holder's lease is over, a waiter preempts it (the holder joins the
-//    wait list again as a new arrival, so a long transfer yields to everyone who came before
-//    its lease ended), else the lone holder gets a fresh lease; then, if the link is free and
-//    someone waits, the pick (FIFO: the smallest sequence) becomes the holder with a lease.
+//    wait list again as a new arrival, so a long transfer yields to everyone of its priority
+//    who came before its lease ended), else the lone holder gets a fresh lease; then, if the
+//    link is free and someone waits, the pick becomes the holder with a lease.
+//  - the pick (priorityHead): a waiter queued for at least max_wait_ns (aged) first, the
+//    smallest sequence among those; else the smallest priority value, FIFO within it. With
+//    one priority for everyone this is plain FIFO. A higher-priority arrival never takes
+//    the link from a holder before its lease ends (the lease is a promise); it goes first at
+//    the next pick. Starvation bound: a waiter is first granted within max_wait_ns + n
+//    leases (n = contenders); with equal priorities within n - 1 leases.
 //  - leave: the transfer completed or was cancelled; a holder frees the link (the next
 //    decide hands it on), a waiter leaves the wait list.
 // Work-conserving: whenever someone waits and nobody holds the link, decide() grants.
@@ -28,6 +35,7 @@
 // untrusted memory is memory-safe to run on; validate() and repair() restore its logic.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <type_traits>
@@ -46,10 +54,11 @@ enum TemporalEntryState : uint32_t {
 
 // One flow's entry.
 struct TemporalEntry {
-    uint32_t state;     // TemporalEntryState
-    uint32_t reserved;  // zero
-    uint64_t seq;       // FIFO key: order of joining the wait list (request or preemption)
-    Nanos queued_ns;    // when it last joined the wait list
+    uint32_t state;       // TemporalEntryState
+    uint8_t priority;     // admission priority, < kPriorityLevels: smaller is served first
+    uint8_t reserved[3];  // zero
+    uint64_t seq;         // FIFO key: order of joining the wait list (request or preemption)
+    Nanos queued_ns;      // when it last joined the wait list
 };
 
 // The link's part.
@@ -66,6 +75,7 @@ static_assert(std::is_standard_layout_v<TemporalEntry> &&
 static_assert(std::is_standard_layout_v<TemporalLink> &&
               std::is_trivially_copyable_v<TemporalLink>);
 static_assert(sizeof(TemporalEntry) == 24 && alignof(TemporalEntry) == 8);
+static_assert(offsetof(TemporalEntry, priority) == 4 && offsetof(TemporalEntry, seq) == 8);
 static_assert(sizeof(TemporalLink) == 32 && alignof(TemporalLink) == 8);
 
 // Lease end for a holder granted at now_ns with slots of slot_ns: now + slot (saturating),
@@ -91,7 +101,8 @@ class TemporalCore {
 
     // ---- Entry lifecycle. Each precondition is on the entry's state; a call that does not
     // meet it changes nothing and returns false.
-    bool open(uint32_t e);                // unused -> idle
+    // unused -> idle, with the flow's priority (a value >= kPriorityLevels counts as the last).
+    bool open(uint32_t e, uint8_t priority = kDefaultPriority);
     bool join(uint32_t e, Nanos now_ns);  // idle -> waiting (a request)
     // waiting or holding -> idle (completion, cancellation, revocation). A holder leaving
     // frees the link; the next decide() hands it on.
@@ -104,8 +115,8 @@ class TemporalCore {
     // Returns true when a new holder was chosen (the caller tells it).
     template <class Pick, class Lease>
     bool decide(Nanos now_ns, Pick&& pick, Lease&& lease);
-    // FIFO with leases of slot_ns (0: unbounded): TemporalFifo's decision.
-    bool decideFifo(Nanos now_ns, Nanos slot_ns);
+    // TemporalFifo's decision: the priorityHead() pick, leases of slot_ns (0: unbounded).
+    bool decidePriority(Nanos now_ns, Nanos slot_ns, Nanos max_wait_ns);
 
     // Earliest time >= now at which decide() may change something without an event: now if
     // someone waits for a free link, the lease end while held, kNever when idle.
@@ -117,6 +128,14 @@ class TemporalCore {
     }
     // The waiting entry with the smallest sequence, kNone if nobody waits. O(entries).
     uint32_t fifoHead() const;
+    // Whether a waiting entry queued at queued_ns has waited at least max_wait_ns at now_ns
+    // (kNever: never ages).
+    static bool aged(Nanos queued_ns, Nanos now_ns, Nanos max_wait_ns);
+    // The aged waiter with the smallest sequence, kNone if none. O(entries).
+    uint32_t agedHead(Nanos now_ns, Nanos max_wait_ns) const;
+    // The next holder by the priority rule (above): agedHead(), else the waiter with the
+    // smallest (priority, sequence); kNone if nobody waits. O(entries).
+    uint32_t priorityHead(Nanos now_ns, Nanos max_wait_ns) const;
 
     // kNone when the link is free (or the index is out of range: corrupt shared state).
     uint32_t holder() const {
@@ -132,9 +151,10 @@ class TemporalCore {
 
     // ---- Untrusted state (shared memory). validate(): every invariant the rule relies on
     // (states in range, exactly the holder holding, the waiting count, sequences below
-    // next_seq), with a message naming the first violation. repair(): restores them with the
-    // least change (an invalid state or a stray holder becomes idle, an invalid holder frees
-    // the link, the count and next_seq are recomputed); returns the number of fixes. After
+    // next_seq, priorities of used entries below kPriorityLevels), with a message naming the
+    // first violation. repair(): restores them with the least change (an invalid state or a
+    // stray holder becomes idle, an invalid holder frees the link, the count and next_seq are
+    // recomputed, an invalid priority becomes kDefaultPriority); returns the number of fixes. After
     // repair(), validate() passes.
     Status validate() const;
     uint32_t repair();

@@ -24,12 +24,23 @@ using FlowId = uint64_t;
 // flow backward (stage s+1 -> s).
 enum class Direction : uint8_t { kForward, kBackward };
 
+// Admission priority of a flow on a shared link: when several wait, the temporal policies
+// serve the smallest value first, first come first served within one value, and a waiter
+// older than PolicyConfig::max_wait_ns before anyone (the starvation bound; docs/arbitration.md,
+// "Priorities"). Values are 0 .. kPriorityLevels - 1. kDefaultPriority is what a flow gets
+// when nothing says otherwise (no traffic hints, an old client): the middle of the three
+// values traffic_priority.h assigns, so such flows keep their place between the two kinds.
+inline constexpr uint8_t kPriorityLevels = 8;
+inline constexpr uint8_t kDefaultPriority = 1;
+
 // What a transfer is, in training terms. `pipeline` is the data-parallel replica, `stage` the
-// sending pipeline stage. The workload-aware policy learns one periodic pattern per class.
+// sending pipeline stage. The workload-aware policy learns one periodic pattern per class
+// {pipeline, stage, direction}; `priority` orders waiting transfers (see above).
 struct FlowClass {
     int32_t pipeline = 0;
     int32_t stage = 0;
     Direction direction = Direction::kForward;
+    uint8_t priority = kDefaultPriority;
 
     friend bool operator==(const FlowClass&, const FlowClass&) = default;
 };

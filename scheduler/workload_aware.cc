@@ -11,8 +11,6 @@ namespace {
 constexpr size_t kMaxOffsetsPerCycle = 256;
 // Distinct flow classes learned individually (a training job has pipelines x stages x 2).
 constexpr size_t kMaxClasses = 4096;
-constexpr Nanos kDefaultMaxWaitNoSlots = 200 * kNsPerMs;
-constexpr int kDefaultMaxWaitSlots = 20;
 // Plan trials: FIFO first (the baseline), then the others. Each runs kTrialSettle iterations
 // unmeasured (the switch itself perturbs them), then kTrialMeasure measured ones.
 constexpr std::array<WorkloadAware::Plan, WorkloadAware::kPlanCount> kTrialOrder = {
@@ -70,11 +68,7 @@ size_t WorkloadAware::ClassHash::operator()(const FlowClass& c) const {
            (static_cast<size_t>(c.direction) * size_t{0x9e3779b97f4a7c15ULL});
 }
 
-WorkloadAware::WorkloadAware(const PolicyConfig& config)
-    : TemporalPolicy(config),
-      max_wait_ns_(config.max_wait_ns > 0   ? config.max_wait_ns
-                   : config.max_slot_ns > 0 ? kDefaultMaxWaitSlots * config.max_slot_ns
-                                            : kDefaultMaxWaitNoSlots) {}
+WorkloadAware::WorkloadAware(const PolicyConfig& config) : TemporalPolicy(config) {}
 
 uint32_t WorkloadAware::classSlot(const FlowClass& cls) {
     auto it = class_index_.find(cls);
@@ -183,27 +177,30 @@ WorkloadAware::Mode WorkloadAware::classify(const Scan& scan, Nanos now_ns) {
 }
 
 uint32_t WorkloadAware::pickNext(Nanos now_ns) {
-    // One pass over the contenders gathers everything a decision may need: the aged and FIFO
-    // candidates, each plan's candidate, and the state of their classes' patterns. Every key
-    // ends with the FIFO sequence (unique), so the pass order does not matter.
+    // One pass over the contenders gathers everything a decision may need: the FIFO
+    // candidate, each plan's candidate, and the state of their classes' patterns. Every key
+    // starts with the priority (a plan orders transfers within one priority, as FIFO does in
+    // TemporalFifo) and ends with the FIFO sequence (unique), so the pass order does not
+    // matter. The aged candidate is the core's (one aging rule for both temporal policies).
     Scan scan;
-    using StaggerKey = std::tuple<int32_t, uint32_t, int, uint64_t>;     // pipeline, order
-    using MicroBatchKey = std::tuple<uint32_t, int32_t, int, uint64_t>;  // order, pipeline
+    using FifoKey = std::tuple<uint8_t, uint64_t>;                             // priority, sequence
+    using StaggerKey = std::tuple<uint8_t, int32_t, uint32_t, int, uint64_t>;  // pipeline, order
+    using MicroBatchKey = std::tuple<uint8_t, uint32_t, int32_t, int, uint64_t>;  // order, pipeline
     constexpr uint32_t kNone = TemporalCore::kNone;
-    uint32_t aged = kNone;
+    const uint32_t aged = state().agedHead(now_ns, max_wait_ns_);
     uint32_t fifo = kNone;
     uint32_t stagger = kNone;
     uint32_t micro_batch = kNone;
-    uint64_t aged_seq = 0;
-    uint64_t fifo_seq = 0;
+    FifoKey fifo_key{};
     StaggerKey stagger_key{};
     MicroBatchKey micro_batch_key{};
     forEachWaiting([&](uint32_t slot, const FlowRecord& r, const TemporalEntry& e) {
-        const StaggerKey sk{r.cls.pipeline, r.order, backwardFirst(r), e.seq};
-        const MicroBatchKey mk{r.order, r.cls.pipeline, backwardFirst(r), e.seq};
-        if (fifo == kNone || e.seq < fifo_seq) {
+        const FifoKey fk{e.priority, e.seq};
+        const StaggerKey sk{e.priority, r.cls.pipeline, r.order, backwardFirst(r), e.seq};
+        const MicroBatchKey mk{e.priority, r.order, r.cls.pipeline, backwardFirst(r), e.seq};
+        if (fifo == kNone || fk < fifo_key) {
             fifo = slot;
-            fifo_seq = e.seq;
+            fifo_key = fk;
         }
         if (stagger == kNone || sk < stagger_key) {
             stagger = slot;
@@ -212,10 +209,6 @@ uint32_t WorkloadAware::pickNext(Nanos now_ns) {
         if (micro_batch == kNone || mk < micro_batch_key) {
             micro_batch = slot;
             micro_batch_key = mk;
-        }
-        if (now_ns - e.queued_ns >= max_wait_ns_ && (aged == kNone || e.seq < aged_seq)) {
-            aged = slot;
-            aged_seq = e.seq;
         }
         const PeriodEstimate est = classes_[r.class_slot].detector.estimate(now_ns);
         if (est.state == LockState::kSearching) {

@@ -28,8 +28,12 @@
 // than the predicted next arrival of a higher one (but lasts at least min_slot_ns), so the
 // critical transfer takes the link on arrival without a lease ever being revoked.
 //
-// Aging: a request that has waited max_wait_ns goes first whatever the plan (FIFO among
-// such): the starvation bound, max_wait_ns + n * max_slot_ns for n active transfers.
+// Priorities: every plan orders transfers within one priority (FlowClass::priority, smaller
+// first), as TemporalFifo does; with one priority for all (the default) nothing changes.
+//
+// Aging: a request that has waited max_wait_ns goes first whatever the plan or its priority
+// (FIFO among such; TemporalCore::agedHead): the starvation bound, max_wait_ns + n *
+// max_slot_ns for n active transfers.
 //
 // Fallback: while any waiting request's class has no period yet (still learning), after a
 // pause, or while the pattern is disrupted (a class lost lock after a period change, low
@@ -139,7 +143,6 @@ class WorkloadAware final : public TemporalPolicy {
     void recordIteration(Nanos iteration_ns);
     void restartTrials();
 
-    Nanos max_wait_ns_;
     std::unordered_map<FlowClass, uint32_t, ClassHash> class_index_;
     std::vector<ClassState> classes_;
     uint32_t overflow_class_ = UINT32_MAX;  // shared slot past kMaxClasses classes

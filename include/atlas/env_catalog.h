@@ -75,6 +75,8 @@
       "Node-local arbitration: longest slot of one grant in ms; 0 = until the flow drains")       \
     X(ATLAS_LEASE_MS, lease_ms, Uint, 200, 10, 600000,                                            \
       "Node-local arbitration: a holder process silent this long loses the link")                 \
+    X(ATLAS_MAX_WAIT_MS, max_wait_ms, Uint, 0, 0, 3600000,                                        \
+      "Temporal sharing: a flow waiting this long goes next whatever its priority; 0 = 20 slots") \
     X(ATLAS_NODE_SHM, node_shm, String, "atlas-wan", 0, 0,                                        \
       "Name prefix of the node-local arbitration segments in /dev/shm (one per link)")            \
     X(ATLAS_BUBBLES, bubbles, Bool, true, 0, 0,                                                   \

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "plugin/params.h"
 
 namespace atlas::plugin::wan {
@@ -80,6 +82,7 @@ Result<WanConfig> configFromParams(const Params& p) {
     c.arbiter_timeout_ns = static_cast<Nanos>(p.arbiter_timeout_ms) * kNsPerMs;
     c.slot_ns = static_cast<Nanos>(p.slot_ms) * kNsPerMs;
     c.lease_ns = static_cast<Nanos>(p.lease_ms) * kNsPerMs;
+    c.max_wait_ns = static_cast<Nanos>(p.max_wait_ms) * kNsPerMs;
     c.shm_prefix = p.node_shm;
     for (char ch : c.shm_prefix) {
         const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
@@ -146,6 +149,8 @@ AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, i
     in.peer_dc = r.verdict.peer_dc;
     in.peer = &info.peer;
     r.cls = deriveClass(in, &r.class_rule);
+    r.cls.priority = static_cast<uint8_t>(
+        std::clamp<int>(hint.priority, 0, static_cast<int>(arbiter::kPriorityLevels) - 1));
     const bool arbiter_mode = !config_.arbiter_host.empty();
     // With an arbiter, its policy decides (fair there turns gating off); without one,
     // ATLAS_SHARING=fair means no gating at all.
@@ -203,6 +208,7 @@ AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, i
         sc.dir = config_.shm_dir;
         sc.slot_ns = config_.slot_ns;
         sc.lease_ns = config_.lease_ns;
+        sc.max_wait_ns = config_.max_wait_ns;
         sc.logger = logger_;
         auto opened = ShmArbiter::open(sc);
         if (!opened) {

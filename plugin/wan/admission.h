@@ -48,6 +48,7 @@ struct WanConfig {
     Nanos arbiter_timeout_ns = kNsPerSec;
     Nanos slot_ns = 250 * kNsPerMs;
     Nanos lease_ns = 200 * kNsPerMs;
+    Nanos max_wait_ns = 0;  // ATLAS_MAX_WAIT_MS: the priority rule's aging bound; 0 = 20 slots
     std::string shm_prefix = "atlas-wan";
     std::string shm_dir = "/dev/shm";
     std::string auth_key;
@@ -57,13 +58,14 @@ struct WanConfig {
 };
 
 // Parses ATLAS_DC_MAP, ATLAS_WAN_RTT_US, ATLAS_FLOW_CLASS, ATLAS_SHARING, ATLAS_ARBITER_CONNECT,
-// ATLAS_ARBITER_TIMEOUT_MS, ATLAS_SLOT_MS, ATLAS_LEASE_MS, ATLAS_NODE_SHM. Errors are
-// kInvalidUsage naming the variable (init fails, like any invalid ATLAS_* value).
+// ATLAS_ARBITER_TIMEOUT_MS, ATLAS_SLOT_MS, ATLAS_LEASE_MS, ATLAS_MAX_WAIT_MS, ATLAS_NODE_SHM.
+// Errors are kInvalidUsage naming the variable (init fails, like any invalid ATLAS_* value).
 Result<WanConfig> configFromParams(const Params& params);
 
 // What NCCL's setNetAttr hints say about a send comm (plugin/net_hints.h): its traffic kind
-// and the admission priority ATLAS_TRAFFIC_PRIORITY gives it (0 first). Part of the flow's
-// descriptor; the link policy orders waiting flows by it (docs/arbitration.md).
+// and the admission priority ATLAS_TRAFFIC_PRIORITY gives it (0 first). attach() puts the
+// priority in the flow's class (WireClass::priority), which the segment entry and the
+// arbiter's Open carry; the link policy orders waiting flows by it (docs/arbitration.md).
 struct TrafficHint {
     TrafficKind kind = TrafficKind::kUnknown;
     int priority = 1;

@@ -48,6 +48,7 @@ void ArbiterClient::Impl::fail(const std::string& why, Nanos now) {
     conn = Conn::kDown;
     decoder = arbiter::Decoder();
     wbuf.clear();
+    offer = arbiter::kProtocolVersion;
     const Mode m = mode.load(std::memory_order_acquire);
     if (m != Mode::kStopped) {
         mode.store(Mode::kFailOpen, std::memory_order_release);
@@ -66,6 +67,32 @@ void ArbiterClient::Impl::fail(const std::string& why, Nanos now) {
     failOpenAll();
     backoff_ns = backoff_ns == 0 ? cfg.retry_min_ns : std::min(backoff_ns * 2, cfg.retry_max_ns);
     next_attempt_ns = now + backoff_ns;
+}
+
+bool ArbiterClient::Impl::fallBack(const arbiter::Error& e, Nanos now) {
+    // An arbiter of an older build refuses a Hello of a version it does not speak with a
+    // protocol error ("... protocol version N ...") before its Challenge, and closes.
+    if (conn != Conn::kChallenge || offer <= arbiter::kMinProtocolVersion ||
+        e.code != static_cast<uint16_t>(arbiter::ErrorCode::kProtocol) ||
+        e.text.find("protocol version") == std::string::npos) {
+        return false;
+    }
+    if (!fallback_noted) {
+        fallback_noted = true;
+        ATLAS_LOG_INFO(cfg.logger,
+                       "arbiter %s:%u speaks an older protocol (%s): reconnecting with version "
+                       "%u; traffic priorities are not sent, every flow has the default",
+                       cfg.host.c_str(), cfg.port, e.text.c_str(),
+                       static_cast<unsigned>(arbiter::kMinProtocolVersion));
+    }
+    ::close(fd);
+    fd = -1;
+    conn = Conn::kDown;
+    decoder = arbiter::Decoder();
+    wbuf.clear();
+    offer = arbiter::kMinProtocolVersion;
+    next_attempt_ns = now;  // at once: this is the same attempt, not an outage
+    return true;
 }
 
 void ArbiterClient::Impl::beginAttempt(Nanos now) {
@@ -125,7 +152,8 @@ void ArbiterClient::Impl::sessionUp(Nanos now) {
         out.clear();  // leftovers of a dead session
         if (!fair) {
             for (auto& [id, g] : gates) {
-                arbiter::encode(arbiter::Open{g->flow(), g->cls(), g->link()}, &out);
+                arbiter::encode(arbiter::Open{g->flow(), g->cls(), g->link()}, &out,
+                                version.load(std::memory_order_relaxed));
             }
         }
     }
@@ -140,6 +168,9 @@ void ArbiterClient::Impl::onMessage(const Message& m, Nanos now) {
     if (const auto* e = std::get_if<arbiter::Error>(&m)) {
         if (conn == Conn::kUp && e->code == static_cast<uint16_t>(arbiter::ErrorCode::kBadFlow)) {
             ATLAS_LOG_WARN(cfg.logger, "arbiter rejected a flow message: %s", e->text.c_str());
+            return;
+        }
+        if (fallBack(*e, now)) {
             return;
         }
         fail("arbiter said: " + e->text, now);
@@ -170,11 +201,13 @@ void ArbiterClient::Impl::onMessage(const Message& m, Nanos now) {
                 a.client_mac = arbiter::clientProof(cfg.auth_key, client_nonce, c->server_nonce,
                                                     c->session_id);
             }
+            // The arbiter answers at our offer when it speaks it: the session's version.
+            version.store(decoder.lastVersion(), std::memory_order_relaxed);
             policy = c->policy;
             lease_ns = c->lease_ns;
             heartbeat_ns = c->heartbeat_ns;
             session_id = c->session_id;
-            arbiter::encode(a, &wbuf);
+            arbiter::encode(a, &wbuf, version.load(std::memory_order_relaxed));
             conn = Conn::kWelcome;
             return;
         }
@@ -326,7 +359,7 @@ void ArbiterClient::Impl::run() {
             h.client_nonce = client_nonce;
             h.pid = static_cast<uint32_t>(::getpid());
             h.name = cfg.name;
-            arbiter::encode(h, &wbuf);
+            arbiter::encode(h, &wbuf, offer);
             conn = Conn::kChallenge;
         }
         if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {

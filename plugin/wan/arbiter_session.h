@@ -37,7 +37,7 @@ struct ArbiterClient::Impl : std::enable_shared_from_this<ArbiterClient::Impl> {
     void post(const arbiter::Message& m) {
         {
             std::lock_guard<std::mutex> lock(out_mu);
-            arbiter::encode(m, &out);
+            arbiter::encode(m, &out, version.load(std::memory_order_relaxed));
         }
         wake();
     }
@@ -51,6 +51,9 @@ struct ArbiterClient::Impl : std::enable_shared_from_this<ArbiterClient::Impl> {
     // I/O thread helpers.
     void beginAttempt(Nanos now);
     void fail(const std::string& why, Nanos now);
+    // The arbiter refused our Hello's version (an older build): reconnect at once offering
+    // the lowest version. True if that is what happened.
+    bool fallBack(const arbiter::Error& e, Nanos now);
     void onMessage(const arbiter::Message& m, Nanos now);
     void sessionUp(Nanos now);
     void failOpenAll();
@@ -72,6 +75,9 @@ struct ArbiterClient::Impl : std::enable_shared_from_this<ArbiterClient::Impl> {
 
     std::mutex out_mu;
     std::vector<uint8_t> out;  // messages for the established session
+    // Protocol version of the session (set before it is up; relaxed: out is cleared when a
+    // session comes up, so nothing encoded at an older session's version is ever sent).
+    std::atomic<uint8_t> version{arbiter::kProtocolVersion};
 
     std::atomic<uint64_t> n_sessions{0}, n_outages{0}, n_requests{0}, n_grants{0}, n_releases{0},
         n_unwanted{0}, n_resumed{0};
@@ -94,6 +100,10 @@ struct ArbiterClient::Impl : std::enable_shared_from_this<ArbiterClient::Impl> {
     uint64_t session_id = 0;
     uint64_t ping_token = 0;
     bool in_outage = false;  // a WARN was logged for the current outage
+    // The version the next Hello offers: the highest, until an arbiter refuses it; offered
+    // again after every outage (the arbiter may have been upgraded meanwhile).
+    uint8_t offer = arbiter::kProtocolVersion;
+    bool fallback_noted = false;  // the INFO about an older arbiter was logged
 };
 
 }  // namespace atlas::plugin::wan

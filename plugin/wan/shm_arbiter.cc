@@ -9,6 +9,7 @@
 
 #include "plugin/wan/shm_arbiter_impl.h"
 #include "plugin/wan/shm_gate.h"
+#include "scheduler/link_policy.h"
 
 namespace atlas::plugin::wan {
 
@@ -42,7 +43,7 @@ void ShmArbiter::Impl::unlock() {
 
 void ShmArbiter::Impl::decideLocked(Nanos now, Doorbells* ring) {
     sched::TemporalCore f = fifo();
-    if (f.decideFifo(now, seg->slot_ns)) {
+    if (f.decidePriority(now, seg->slot_ns, seg->max_wait_ns)) {
         ring->add(procOf(f.holder()));
     }
 }
@@ -307,8 +308,8 @@ Result<std::shared_ptr<ShmArbiter>> ShmArbiter::open(const ShmConfig& config) {
         return Status(Code::kInvalidUsage, "node-local segment name '" + config.name +
                                                "' must be 1..200 characters [A-Za-z0-9._-]");
     }
-    if (config.lease_ns <= 0 || config.slot_ns < 0) {
-        return Status(Code::kInvalidUsage, "node-local slot and lease must be positive");
+    if (config.lease_ns <= 0 || config.slot_ns < 0 || config.max_wait_ns < 0) {
+        return Status(Code::kInvalidUsage, "node-local slot, lease and max wait must be positive");
     }
     if (config.clock == nullptr || config.probe == nullptr) {
         return Status(Code::kInvalidUsage, "node-local arbitration needs a clock and a probe");
@@ -318,7 +319,11 @@ Result<std::shared_ptr<ShmArbiter>> ShmArbiter::open(const ShmConfig& config) {
     impl->path = config.dir + "/" + config.name;
     impl->pid = static_cast<int>(::getpid());
     bool created = false;
-    auto mapped = mapSegment(impl->path, config.slot_ns, config.lease_ns, &created);
+    sched::PolicyConfig aging;
+    aging.max_slot_ns = config.slot_ns;
+    aging.max_wait_ns = config.max_wait_ns;
+    const Nanos max_wait_ns = sched::agingBoundNs(aging);
+    auto mapped = mapSegment(impl->path, config.slot_ns, config.lease_ns, max_wait_ns, &created);
     if (!mapped) {
         return mapped.status();
     }
@@ -326,9 +331,11 @@ Result<std::shared_ptr<ShmArbiter>> ShmArbiter::open(const ShmConfig& config) {
     ShmSegment& s = *impl->seg;
     if (created) {
         ATLAS_LOG_INFO(config.logger,
-                       "node-local arbitration: created %s (slot %.0f ms, lease %.0f ms)",
+                       "node-local arbitration: created %s (slot %.0f ms, lease %.0f ms, max "
+                       "wait %.0f ms)",
                        impl->path.c_str(), static_cast<double>(config.slot_ns) / 1e6,
-                       static_cast<double>(config.lease_ns) / 1e6);
+                       static_cast<double>(config.lease_ns) / 1e6,
+                       static_cast<double>(max_wait_ns) / 1e6);
     }
     impl->beat_ns = std::max<Nanos>(s.lease_ns / 4, kNsPerMs);
     const Nanos now = config.clock->nowNs();
@@ -355,12 +362,14 @@ Result<std::shared_ptr<ShmArbiter>> ShmArbiter::open(const ShmConfig& config) {
                                               " processes already use this link");
     }
     impl->next_beat = now + impl->beat_ns;
-    if (s.slot_ns != config.slot_ns || s.lease_ns != config.lease_ns) {
+    if (s.slot_ns != config.slot_ns || s.lease_ns != config.lease_ns ||
+        s.max_wait_ns != max_wait_ns) {
         ATLAS_LOG_INFO(config.logger,
-                       "node-local arbitration %s: using the segment's slot %.0f ms and lease "
-                       "%.0f ms (set by the process that created it)",
+                       "node-local arbitration %s: using the segment's slot %.0f ms, lease "
+                       "%.0f ms and max wait %.0f ms (set by the process that created it)",
                        impl->path.c_str(), static_cast<double>(s.slot_ns) / 1e6,
-                       static_cast<double>(s.lease_ns) / 1e6);
+                       static_cast<double>(s.lease_ns) / 1e6,
+                       static_cast<double>(s.max_wait_ns) / 1e6);
     }
     if (config.watcher_thread) {
         Impl* raw = impl.get();
@@ -413,7 +422,7 @@ Result<std::unique_ptr<FlowGate>> ShmArbiter::makeGate(const arbiter::WireClass&
     int idx = -1;
     if (!a.stopped) {
         for (uint32_t i = 0; i < kShmMaxFlows && idx < 0; ++i) {
-            if (a.fifo().open(i)) {
+            if (a.fifo().open(i, cls.priority)) {
                 idx = static_cast<int>(i);
                 ShmFlow& f = a.seg->flows[i];
                 std::memset(static_cast<void*>(&f), 0, sizeof(f));
@@ -459,6 +468,7 @@ ShmArbiter::Snapshot ShmArbiter::snapshot() {
     out.recoveries = s.recoveries;
     out.slot_ns = s.slot_ns;
     out.lease_ns = s.lease_ns;
+    out.max_wait_ns = s.max_wait_ns;
     a.unlock();
     return out;
 }

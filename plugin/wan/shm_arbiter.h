@@ -2,8 +2,10 @@
 // the shared-memory segment of shm_layout.h (one segment per link name).
 //
 // Policy: sched::TemporalCore over the segment's state, i.e. exactly sched::TemporalFifo's
-// decisions: first come first served with leases of at most slot_ns; at a lease end the
-// holder is preempted for a waiter (it queues again at the back) or renewed when alone.
+// decisions: by priority (the flow class's, from NCCL's hints and ATLAS_TRAFFIC_PRIORITY),
+// first come first served within one, a waiter older than max_wait_ns first; leases of at
+// most slot_ns; at a lease end the holder queues again (behind the waiters of its priority)
+// or is renewed when alone.
 // `workload` is not available node-locally: its learned plan lives in one process, which
 // the DC-wide arbiter provides; the plugin falls back to this FIFO (docs/arbitration.md).
 // Each flow's side of a grant is ShmGate (shm_gate.h), which runs the hold/drain rule shared
@@ -47,6 +49,9 @@ struct ShmConfig {
     std::string dir = "/dev/shm";
     Nanos slot_ns = 250 * kNsPerMs;  // used when this process creates the segment
     Nanos lease_ns = 200 * kNsPerMs;
+    // The aging bound (sched::PolicyConfig::max_wait_ns) when this process creates the
+    // segment; 0 = sched::agingBoundNs (20 slots, 200 ms without slots).
+    Nanos max_wait_ns = 0;
     Logger logger;
     // The watcher's time and the gates' own (registration, close). The segment records
     // CLOCK_MONOTONIC across processes, so production uses that; the transports feeding the
@@ -70,6 +75,7 @@ class ShmArbiter {
         uint64_t recoveries = 0;
         Nanos slot_ns = 0;
         Nanos lease_ns = 0;
+        Nanos max_wait_ns = 0;
     };
 
     // Creates the segment (atomically: built under a temporary name, then linked) or
@@ -85,6 +91,7 @@ class ShmArbiter {
     void shutdown();
 
     // Fails (kUnavailable) when the link's flow table is full; the caller sends unarbitrated.
+    // The flow waits with cls.priority (values >= sched::kPriorityLevels count as the last).
     // `rate`: the link's rate for the hold/drain rule (null or 0: give a grant back as soon
     // as the queue drains).
     Result<std::unique_ptr<FlowGate>> makeGate(const arbiter::WireClass& cls,

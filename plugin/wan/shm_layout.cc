@@ -20,6 +20,7 @@ Status validateSegmentHeader(const void* base, size_t size) {
     uint32_t max_flows = 0;
     int64_t slot_ns = 0;
     int64_t lease_ns = 0;
+    int64_t max_wait_ns = 0;
     const auto* b = static_cast<const uint8_t*>(base);
     std::memcpy(&magic, b + offsetof(ShmSegment, magic), sizeof(magic));
     std::memcpy(&version, b + offsetof(ShmSegment, version), sizeof(version));
@@ -28,6 +29,7 @@ Status validateSegmentHeader(const void* base, size_t size) {
     std::memcpy(&max_flows, b + offsetof(ShmSegment, max_flows), sizeof(max_flows));
     std::memcpy(&slot_ns, b + offsetof(ShmSegment, slot_ns), sizeof(slot_ns));
     std::memcpy(&lease_ns, b + offsetof(ShmSegment, lease_ns), sizeof(lease_ns));
+    std::memcpy(&max_wait_ns, b + offsetof(ShmSegment, max_wait_ns), sizeof(max_wait_ns));
     if (magic != kShmMagic) {
         return {Code::kInvalidUsage,
                 "not an Atlas arbitration segment (bad magic): another program uses this name; "
@@ -47,8 +49,8 @@ Status validateSegmentHeader(const void* base, size_t size) {
                                          ", expected " + std::to_string(sizeof(ShmSegment)) +
                                          "): a different Atlas build (or libc) created it"};
     }
-    if (slot_ns < 0 || lease_ns <= 0) {
-        return {Code::kInvalidUsage, "arbitration segment has an invalid slot or lease"};
+    if (slot_ns < 0 || lease_ns <= 0 || max_wait_ns <= 0) {
+        return {Code::kInvalidUsage, "arbitration segment has an invalid slot, lease or max wait"};
     }
     return Status::ok();
 }

@@ -2,9 +2,10 @@
 // maps (/dev/shm/<ATLAS_NODE_SHM>.<link>), its validation and its repair.
 //
 // What it stores: the link's FIFO state exactly as scheduler/ defines it (sched::TemporalLink
-// and one sched::TemporalEntry per flow: TemporalCore runs over it, the same rule
-// TemporalFifo runs in atlas-arbiter and atlas-sim), plus what only the node needs: a table
-// of processes (pid, start time, heartbeat, doorbell) and, per flow, its owner and class.
+// and one sched::TemporalEntry per flow, with the flow's admission priority: TemporalCore
+// runs over it, the same rule TemporalFifo runs in atlas-arbiter and atlas-sim), plus what
+// only the node needs: a table of processes (pid, start time, heartbeat, doorbell) and, per
+// flow, its owner and class.
 //
 // Protocol (docs/arbitration.md):
 //  - Every field below `lock` except the atomics in ShmProc is guarded by it: a
@@ -12,19 +13,19 @@
 //    no syscall but the futex, never a /proc read or kill()). A process that dies inside
 //    leaves EOWNERDEAD to the next locker, which runs repairSegmentTable() (structure only)
 //    and sets `sweep`, so that the watchers look for the dead process outside the lock.
-//  - acquire/release/the watcher's decisions are TemporalCore's: join, leave, decide with
-//    leases of slot_ns. Whoever makes a new holder bumps its process's doorbell (a futex
-//    word) after unlocking, which wakes that process's watcher.
+//  - acquire/release/the watcher's decisions are TemporalCore's: join, leave, decidePriority
+//    with leases of slot_ns and the aging bound max_wait_ns. Whoever makes a new holder bumps its
+//    process's doorbell (a futex word) after unlocking, which wakes that process's watcher.
 //  - Liveness (ShmArbiter's watcher, outside the lock): a holder whose heartbeat is older
 //    than lease_ns loses the link; so does every flow of a process that is gone (kill(pid,
 //    0), zombie state, /proc start time against pid reuse).
 //
 // Versioning: magic, version, layout size and table sizes are checked at attach time
 // (validateSegmentHeader); anything else is another build (kShmVersion 1 had its own FIFO
-// fields). Pointers never live in the segment; times are CLOCK_MONOTONIC ns (system-wide).
-// The mutex makes the layout specific to one libc: every process mapping it must use the
-// same glibc (true for processes on one host from one install) and share a PID namespace
-// (for the liveness check).
+// fields, 2 no priorities and no max_wait_ns). Pointers never live in the segment; times are
+// CLOCK_MONOTONIC ns (system-wide). The mutex makes the layout specific to one libc: every process
+// mapping it must use the same glibc (true for processes on one host from one install) and share a
+// PID namespace (for the liveness check).
 #pragma once
 
 #include <pthread.h>
@@ -41,7 +42,8 @@ namespace atlas::plugin::wan {
 
 inline constexpr uint64_t kShmMagic = 0x3142524153414c54ull;  // "TLASARB1" little-endian
 // 2: the FIFO is scheduler/'s TemporalLink + TemporalEntry[]; per-process start time atomic.
-inline constexpr uint32_t kShmVersion = 2;
+// 3: TemporalEntry::priority (was reserved) and the header's max_wait_ns.
+inline constexpr uint32_t kShmVersion = 3;
 inline constexpr uint32_t kShmMaxProcs = 64;
 inline constexpr uint32_t kShmMaxFlows = 256;
 
@@ -73,8 +75,9 @@ struct ShmSegment {
     uint32_t layout_size;  // sizeof(ShmSegment)
     uint32_t max_procs;
     uint32_t max_flows;
-    int64_t slot_ns;   // lease of one grant; 0: until released
-    int64_t lease_ns;  // liveness lease of a holder
+    int64_t slot_ns;      // lease of one grant; 0: until released
+    int64_t lease_ns;     // liveness lease of a holder
+    int64_t max_wait_ns;  // a waiter this old goes first whatever its priority (> 0)
     pthread_mutex_t lock;
     // Guarded by lock.
     sched::TemporalLink fifo;  // holder, lease end, waiting count, next sequence, grants
@@ -103,7 +106,8 @@ static_assert(offsetof(ShmSegment, max_procs) == 16);
 static_assert(offsetof(ShmSegment, max_flows) == 20);
 static_assert(offsetof(ShmSegment, slot_ns) == 24);
 static_assert(offsetof(ShmSegment, lease_ns) == 32);
-static_assert(offsetof(ShmSegment, lock) == 40);
+static_assert(offsetof(ShmSegment, max_wait_ns) == 40);
+static_assert(offsetof(ShmSegment, lock) == 48);
 static_assert(offsetof(ShmSegment, procs) % 64 == 0);
 static_assert(offsetof(ShmSegment, flows) ==
               offsetof(ShmSegment, entries) + kShmMaxFlows * sizeof(sched::TemporalEntry));
@@ -113,12 +117,13 @@ inline sched::TemporalCore segmentFifo(ShmSegment& seg) {
     return sched::TemporalCore(seg.fifo, seg.entries);
 }
 
-// Checks a mapped segment's immutable header (magic, version, sizes, slot and lease) without
+// Checks a mapped segment's immutable header (magic, version, sizes, slot, lease, max wait) without
 // taking the lock. Errors name the problem and the fix. `size` is the mapping's size. Used at
 // attach time and by the fuzz target (fuzz_arbiter_shm).
 Status validateSegmentHeader(const void* base, size_t size);
-// Checks the guarded part: the FIFO's invariants (TemporalCore::validate), and every used
-// flow naming a registered process. The caller holds the lock or owns the bytes.
+// Checks the guarded part: the FIFO's invariants (TemporalCore::validate: priorities in range
+// included), and every used flow naming a registered process. The caller holds the lock or owns the
+// bytes.
 Status validateSegmentTable(const ShmSegment& seg);
 // Restores what validateSegmentTable checks, with the least change (TemporalCore::repair;
 // a used flow of an invalid or free process is closed), counts a recovery and sets `sweep`.

@@ -72,7 +72,7 @@ class SystemProbe final : public ProcessProbe {
     uint64_t startTime(int pid) const override { return procStartTime(pid, nullptr); }
 };
 
-void initSegment(ShmSegment* s, Nanos slot_ns, Nanos lease_ns) {
+void initSegment(ShmSegment* s, Nanos slot_ns, Nanos lease_ns, Nanos max_wait_ns) {
     std::memset(static_cast<void*>(s), 0, sizeof(ShmSegment));
     s->magic = kShmMagic;
     s->version = kShmVersion;
@@ -81,6 +81,7 @@ void initSegment(ShmSegment* s, Nanos slot_ns, Nanos lease_ns) {
     s->max_flows = kShmMaxFlows;
     s->slot_ns = slot_ns;
     s->lease_ns = lease_ns;
+    s->max_wait_ns = max_wait_ns;
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
@@ -141,7 +142,7 @@ ShmSegment* attach(const std::string& path, Status* st) {
 // Builds a segment under a private name and links it to `path`. nullptr with *st ok when
 // another process published first (EEXIST: attach to theirs).
 ShmSegment* create(const std::string& path, const std::string& tmp, Nanos slot_ns, Nanos lease_ns,
-                   Status* st) {
+                   Nanos max_wait_ns, Status* st) {
     const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         *st = Status::fromErrno("create " + tmp, errno);
@@ -161,7 +162,7 @@ ShmSegment* create(const std::string& path, const std::string& tmp, Nanos slot_n
         return nullptr;
     }
     auto* s = static_cast<ShmSegment*>(m);
-    initSegment(s, slot_ns, lease_ns);
+    initSegment(s, slot_ns, lease_ns, max_wait_ns);
     const int rc = ::link(tmp.c_str(), path.c_str());
     const int err = errno;
     ::unlink(tmp.c_str());
@@ -197,7 +198,7 @@ bool validSegmentName(const std::string& n) {
 }
 
 Result<ShmSegment*> mapSegment(const std::string& path, Nanos slot_ns, Nanos lease_ns,
-                               bool* created) {
+                               Nanos max_wait_ns, bool* created) {
     const std::string tmp_base = path + ".tmp." + std::to_string(::getpid()) + ".";
     for (int attempt = 0; attempt < 8; ++attempt) {
         Status st = Status::ok();
@@ -208,8 +209,8 @@ Result<ShmSegment*> mapSegment(const std::string& path, Nanos slot_ns, Nanos lea
         if (!st.isOk()) {
             return st;
         }
-        if (ShmSegment* s =
-                create(path, tmp_base + std::to_string(attempt), slot_ns, lease_ns, &st)) {
+        if (ShmSegment* s = create(path, tmp_base + std::to_string(attempt), slot_ns, lease_ns,
+                                   max_wait_ns, &st)) {
             *created = true;
             return s;
         }

@@ -34,11 +34,11 @@ const ProcessProbe& systemProcessProbe();
 // [A-Za-z0-9._-], 1..200 characters, not starting with '.'.
 bool validSegmentName(const std::string& name);
 
-// Maps `path`: attaches to a valid existing segment, or creates one with slot_ns / lease_ns
-// (*created says which; an existing segment keeps its creator's slot and lease). The mapping
-// is sizeof(ShmSegment) bytes; unmapSegment() releases it.
+// Maps `path`: attaches to a valid existing segment, or creates one with slot_ns / lease_ns /
+// max_wait_ns (*created says which; an existing segment keeps its creator's values). The
+// mapping is sizeof(ShmSegment) bytes; unmapSegment() releases it.
 Result<ShmSegment*> mapSegment(const std::string& path, Nanos slot_ns, Nanos lease_ns,
-                               bool* created);
+                               Nanos max_wait_ns, bool* created);
 void unmapSegment(ShmSegment* seg);
 
 // Futex on a process-shared word (not FUTEX_PRIVATE). wait returns at a wake, when *word !=

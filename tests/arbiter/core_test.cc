@@ -324,7 +324,7 @@ TEST(ArbiterMetrics, PrometheusTextHasEveryFamilyAndTheNumbers) {
     EXPECT_TRUE(has("atlas_arbiter_slot_utilization{link=\"east->west\"} 0.25"));
     EXPECT_TRUE(
         has("atlas_arbiter_flow_bytes_total{link=\"east->west\",session=\"3\",flow=\"1\","
-            "pipeline=\"2\",stage=\"1\",direction=\"bwd\"} 4096"));
+            "pipeline=\"2\",stage=\"1\",direction=\"bwd\",priority=\"1\"} 4096"));
     EXPECT_NE(text.find("# TYPE atlas_arbiter_grants_total counter"), std::string::npos);
     EXPECT_EQ(text.find("atlas_arbiter_workload_picks_total{"), std::string::npos)
         << "temporal links have no workload counters";

@@ -20,7 +20,8 @@ namespace {
 using atlas::plugin::wan::kShmMaxFlows;
 using atlas::plugin::wan::ShmSegment;
 
-// Script: 3 bytes per operation {op, entry, time step}.
+// Script: 3 bytes per operation {op, entry, time step}; an open takes its priority from the
+// op byte's high bits (0..31: out-of-range values included, which open() clamps).
 void runScript(ShmSegment& seg, const uint8_t* ops, size_t n, bool check) {
     atlas::sched::TemporalCore f = atlas::plugin::wan::segmentFifo(seg);
     atlas::Nanos now = 1'000'000;
@@ -29,7 +30,7 @@ void runScript(ShmSegment& seg, const uint8_t* ops, size_t n, bool check) {
         now += static_cast<atlas::Nanos>(ops[i + 2]) * 1000;
         switch (ops[i] % 5) {
             case 0:
-                f.open(e);
+                f.open(e, static_cast<uint8_t>(ops[i] >> 3));
                 break;
             case 1:
                 f.join(e, now);
@@ -43,7 +44,7 @@ void runScript(ShmSegment& seg, const uint8_t* ops, size_t n, bool check) {
             default:
                 break;
         }
-        f.decideFifo(now, seg.slot_ns);
+        f.decidePriority(now, seg.slot_ns, seg.max_wait_ns);
         (void)f.holder();
         (void)f.nextDecisionNs(now);
         if (check && !atlas::sched::TemporalCore::view(seg.fifo, seg.entries).validate().isOk()) {

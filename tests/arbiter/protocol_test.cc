@@ -97,8 +97,13 @@ TEST(ArbiterProtocol, RejectsWrongVersionLengthTypeAndReservedBits) {
         uint8_t value;
         const char* what;
     } cases[] = {
-        {4, 2, "version"},  {5, 0, "type"},    {5, 99, "type"},
-        {6, 1, "reserved"}, {8, 15, "length"}, {12 + 4, 1, "reserved body"},
+        {4, 3, "version"},
+        {4, 0, "version"},
+        {5, 0, "type"},
+        {5, 99, "type"},
+        {6, 1, "reserved"},
+        {8, 15, "length"},
+        {12 + 4, 1, "reserved body"},
     };
     for (const Case& c : cases) {
         auto bytes = base;
@@ -124,6 +129,66 @@ TEST(ArbiterProtocol, RejectsWrongVersionLengthTypeAndReservedBits) {
     Decoder d3;
     d3.feed(grant.data(), grant.size());
     EXPECT_FALSE(d3.next().isOk());
+}
+
+// Version 2 carries Open's priority in a byte version 1 kept reserved; version 1 frames (an
+// older peer) decode with the default priority, and each side answers at the peer's version.
+TEST(ArbiterProtocol, VersionTwoCarriesThePriorityAndVersionOneDefaultsIt) {
+    Open o;
+    o.flow = 9;
+    o.cls = {4, 2, 1, 0};
+    o.link = "a->b";
+    constexpr size_t kPriorityOffset = kHeaderBytes + 4 + 4 + 4 + 1;  // flow, pipeline, stage, dir
+    auto decode = [](const std::vector<uint8_t>& bytes, uint8_t* version) -> Result<Open> {
+        Decoder d;
+        d.feed(bytes.data(), bytes.size());
+        auto next = d.next();
+        if (!next.isOk()) {
+            return next.status();
+        }
+        *version = d.lastVersion();
+        return std::get<Open>(*next.value());
+    };
+    uint8_t version = 0;
+    const auto v2 = encode(o);
+    EXPECT_EQ(v2[4], kProtocolVersion);
+    EXPECT_EQ(v2[kPriorityOffset], 0);
+    auto got = decode(v2, &version);
+    ASSERT_TRUE(got.isOk()) << got.status().toString();
+    EXPECT_EQ(got->cls.priority, 0);
+    EXPECT_EQ(version, 2);
+    o.cls.priority = 5;
+    EXPECT_EQ(encode(o)[kPriorityOffset], 5);
+
+    const auto v1 = encode(o, 1);
+    EXPECT_EQ(v1[4], 1);
+    EXPECT_EQ(v1.size(), v2.size()) << "same body size: the byte was reserved";
+    EXPECT_EQ(v1[kPriorityOffset], 0) << "version 1 keeps the byte reserved";
+    got = decode(v1, &version);
+    ASSERT_TRUE(got.isOk()) << got.status().toString();
+    EXPECT_EQ(got->cls.priority, kDefaultPriority);
+    EXPECT_EQ(version, 1);
+    auto v1_dirty = v1;
+    v1_dirty[kPriorityOffset] = 1;
+    EXPECT_FALSE(decode(v1_dirty, &version).isOk()) << "version 1: the byte must be zero";
+
+    auto bad = v2;
+    bad[kPriorityOffset] = kPriorityLevels;
+    auto rejected = decode(bad, &version);
+    ASSERT_FALSE(rejected.isOk());
+    EXPECT_NE(rejected.status().message().find("priority"), std::string::npos);
+
+    // A version this build does not speak: the text an older server sends too, which the
+    // client recognises to fall back to version 1.
+    auto future = encode(Ping{1});
+    future[4] = kProtocolVersion + 1;
+    Decoder d;
+    d.feed(future.data(), future.size());
+    auto err = d.next();
+    ASSERT_FALSE(err.isOk());
+    EXPECT_NE(err.status().message().find("protocol version 3 (this side speaks 1..2)"),
+              std::string::npos)
+        << err.status().message();
 }
 
 TEST(ArbiterProtocol, TruncatedStreamsWaitAndNeverFail) {

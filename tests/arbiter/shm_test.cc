@@ -352,6 +352,7 @@ TEST_F(ShmTest, ValidationCatchesCorruptTablesAndRepairFixesThem) {
     s->max_procs = kShmMaxProcs;
     s->max_flows = kShmMaxFlows;
     s->lease_ns = kNsPerMs;
+    s->max_wait_ns = kNsPerSec;
     sched::TemporalCore::reset(s->fifo);
     EXPECT_TRUE(validateSegmentHeader(s, sizeof(ShmSegment)).isOk());
     EXPECT_TRUE(validateSegmentTable(*s).isOk());
@@ -363,7 +364,7 @@ TEST_F(ShmTest, ValidationCatchesCorruptTablesAndRepairFixesThem) {
     sched::TemporalCore f = segmentFifo(*s);
     f.open(3);
     f.join(3, 1);
-    f.decideFifo(1, 0);
+    f.decidePriority(1, 0, s->max_wait_ns);
     s->flows[3].proc = 0;
     EXPECT_NE(validateSegmentTable(*s).message().find("no registered process"), std::string::npos);
     s->procs[0].pid.store(1234);

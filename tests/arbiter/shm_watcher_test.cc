@@ -139,7 +139,7 @@ class ShmWatcherTest : public ::testing::Test {
         }
         s.flows[e].proc = p;
         f.join(e, now);
-        f.decideFifo(now, s.slot_ns);
+        f.decidePriority(now, s.slot_ns, s.max_wait_ns);
         pthread_mutex_unlock(&s.lock);
         return e;
     }

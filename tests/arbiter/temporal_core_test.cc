@@ -36,10 +36,10 @@ TEST(TemporalCore, GrantsInJoinOrderOneAtATime) {
     std::vector<uint32_t> order;
     Nanos now = 100;
     for (int i = 0; i < 3; ++i) {
-        EXPECT_TRUE(t.core().decideFifo(now, 0));
+        EXPECT_TRUE(t.core().decidePriority(now, 0, kNever));
         order.push_back(t.core().holder());
         EXPECT_EQ(t.core().leaseEndNs(), kNever) << "slot 0: until it leaves";
-        EXPECT_FALSE(t.core().decideFifo(now + 1, 0)) << "idempotent while held";
+        EXPECT_FALSE(t.core().decidePriority(now + 1, 0, kNever)) << "idempotent while held";
         EXPECT_TRUE(t.core().leave(order.back()));
         now += 10;
     }
@@ -55,20 +55,20 @@ TEST(TemporalCore, LeaseEndPreemptsForAWaiterAndRenewsALoneHolder) {
     t.core().open(0);
     t.core().open(1);
     t.core().join(0, 0);
-    ASSERT_TRUE(t.core().decideFifo(0, kSlot));
+    ASSERT_TRUE(t.core().decidePriority(0, kSlot, kNever));
     EXPECT_EQ(t.core().leaseEndNs(), kSlot);
     EXPECT_EQ(t.core().nextDecisionNs(1), kSlot);
     // Alone at its lease end: a fresh lease, not a new grant.
-    EXPECT_FALSE(t.core().decideFifo(kSlot, kSlot));
+    EXPECT_FALSE(t.core().decidePriority(kSlot, kSlot, kNever));
     EXPECT_EQ(t.core().holder(), 0u);
     EXPECT_EQ(t.core().leaseEndNs(), 2 * kSlot);
     EXPECT_EQ(t.link.grants, 1u);
     // A waiter arrives: the lease is a promise, so nothing changes before it ends ...
     t.core().join(1, kSlot + 1);
-    EXPECT_FALSE(t.core().decideFifo(2 * kSlot - 1, kSlot));
+    EXPECT_FALSE(t.core().decidePriority(2 * kSlot - 1, kSlot, kNever));
     EXPECT_EQ(t.core().holder(), 0u);
     // ... and at its end the holder queues again behind the waiter.
-    EXPECT_TRUE(t.core().decideFifo(2 * kSlot, kSlot));
+    EXPECT_TRUE(t.core().decidePriority(2 * kSlot, kSlot, kNever));
     EXPECT_EQ(t.core().holder(), 1u);
     EXPECT_EQ(t.entries[0].state, kEntryWaiting);
     EXPECT_EQ(t.entries[0].queued_ns, 2 * kSlot);
@@ -77,7 +77,7 @@ TEST(TemporalCore, LeaseEndPreemptsForAWaiterAndRenewsALoneHolder) {
     // Closing the holder frees the link for the next decision.
     t.core().close(1);
     EXPECT_EQ(t.entries[1].state, kEntryUnused);
-    EXPECT_TRUE(t.core().decideFifo(2 * kSlot + 1, kSlot));
+    EXPECT_TRUE(t.core().decidePriority(2 * kSlot + 1, kSlot, kNever));
     EXPECT_EQ(t.core().holder(), 0u);
 }
 
@@ -132,7 +132,7 @@ TEST(TemporalCore, MatchesAQueueModelOverRandomEvents) {
             default:
                 break;
         }
-        t.core().decideFifo(now, kSlot);
+        t.core().decidePriority(now, kSlot, kNever);
         if (holder >= 0 && now >= lease_end) {
             if (!queue.empty()) {
                 queue.push_back(static_cast<uint32_t>(holder));
@@ -160,7 +160,7 @@ TEST(TemporalCore, ValidateNamesCorruptionsAndRepairRestoresEveryInvariant) {
     t.core().open(1);
     t.core().join(0, 1);
     t.core().join(1, 2);
-    t.core().decideFifo(3, kSlot);
+    t.core().decidePriority(3, kSlot, kNever);
     ASSERT_TRUE(t.core().validate().isOk());
 
     Table bad = t;
@@ -195,7 +195,7 @@ TEST(TemporalCore, ValidateNamesCorruptionsAndRepairRestoresEveryInvariant) {
         }
         g.core().repair();
         ASSERT_TRUE(g.core().validate().isOk()) << g.core().validate().message();
-        g.core().decideFifo(2000, kSlot);
+        g.core().decidePriority(2000, kSlot, kNever);
         ASSERT_TRUE(g.core().validate().isOk()) << g.core().validate().message();
     }
     EXPECT_EQ(t.core().repair(), 0u) << "a valid state is left alone";
@@ -214,7 +214,7 @@ TEST(TemporalCore, RepairKeepsTheWaitersOrderWhenItRenumbers) {
     ASSERT_TRUE(t.core().validate().isOk());
     std::vector<uint32_t> order;
     for (int i = 0; i < 3; ++i) {
-        t.core().decideFifo(1, 0);
+        t.core().decidePriority(1, 0, kNever);
         order.push_back(t.core().holder());
         t.core().leave(order.back());
     }

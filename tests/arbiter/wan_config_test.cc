@@ -179,20 +179,23 @@ TEST(DaemonOptionsTest, FlagsBeatEnvironmentAndValuesAreChecked) {
     EXPECT_EQ(o->server.core.policy, sched::PolicyKind::kWorkload);
     EXPECT_EQ(o->server.port, 9000);
     EXPECT_EQ(o->server.core.policy_config.max_slot_ns, 250 * kNsPerMs);
-    auto o2 = arbiter::parseOptions(
-        {"--sharing", "fair", "--listen", "[::1]:0", "--slot-ms", "0", "--lease-ms", "100"}, envfn);
+    auto o2 = arbiter::parseOptions({"--sharing", "fair", "--listen", "[::1]:0", "--slot-ms", "0",
+                                     "--lease-ms", "100", "--max-wait-ms", "40"},
+                                    envfn);
     ASSERT_TRUE(o2.isOk()) << o2.status().toString();
     EXPECT_EQ(o2->server.core.policy, sched::PolicyKind::kFair);
     EXPECT_EQ(o2->server.host, "::1");
     EXPECT_EQ(o2->server.core.policy_config.max_slot_ns, 0);
     EXPECT_EQ(o2->server.heartbeat_ns, 20 * kNsPerMs);
+    EXPECT_EQ(o2->server.core.policy_config.max_wait_ns, 40 * kNsPerMs);
     for (std::vector<std::string> bad :
          std::vector<std::vector<std::string>>{{"--sharing", "spatial"},
                                                {"--lease-ms", "5"},
                                                {"--listen", "x"},
                                                {"--heartbeat-ms", "900"},
                                                {"--bogus"},
-                                               {"--slot-ms"}}) {
+                                               {"--slot-ms"},
+                                               {"--max-wait-ms", "-1"}}) {
         EXPECT_FALSE(arbiter::parseOptions(bad, envfn).isOk()) << bad[0];
     }
 }
