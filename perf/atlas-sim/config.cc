@@ -407,6 +407,16 @@ void parseNetwork(const json* j, SimConfig* c, Status* err) {
                       {{"fair", sched::PolicyKind::kFair},
                        {"temporal", sched::PolicyKind::kTemporal},
                        {"workload", sched::PolicyKind::kWorkload}});
+    if (r.present("traffic_priority")) {
+        // The names are the plugin's ATLAS_TRAFFIC_PRIORITY values (one parser, scheduler/).
+        auto order = sched::parsePriorityOrder(r.str("traffic_priority", "equal"),
+                                               "network.traffic_priority");
+        if (order.isOk()) {
+            n.traffic_priority = order.value();
+        } else {
+            r.fail("traffic_priority", "must be one of: pipeline, collective, equal");
+        }
+    }
     sched::PolicyConfig& pc = n.policy_config;
     pc.max_slot_ns = r.duration("max_slot_ms", pc.max_slot_ns, 1e6, 1e6);
     pc.min_slot_ns = r.duration("min_slot_ms", pc.min_slot_ns, 1e6, 1e6);

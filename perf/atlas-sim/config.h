@@ -22,6 +22,7 @@
 #include "atlas/common/status.h"
 #include "scheduler/bubble_pipeline.h"
 #include "scheduler/link_policy.h"
+#include "scheduler/traffic_priority.h"
 
 namespace atlas::sim {
 
@@ -119,6 +120,11 @@ struct NetworkSpec {
     double mss_bytes = 1448;
     sched::PolicyKind policy = sched::PolicyKind::kWorkload;
     sched::PolicyConfig policy_config;
+    // Which traffic kind waits less on a shared link (sched::admissionPriority): pipeline
+    // activations and gradients, or the data-parallel all-reduce. `equal` (the default here,
+    // unlike the plugin's ATLAS_TRAFFIC_PRIORITY) keeps arrival order, so configs written
+    // before priorities existed reproduce their published results bit for bit.
+    sched::PriorityOrder traffic_priority = sched::PriorityOrder::kEqual;
 };
 
 struct JitterSpec {

@@ -305,8 +305,9 @@ Status Engine::send(int src, int dst, int mb, bool backward, uint64_t bytes, Nan
         q_.push(now + wan_->oneWayNs(link), kArrival, static_cast<uint32_t>(dst), payload);
         return Status::ok();
     }
-    const sched::FlowClass cls{a.pipeline, a.stage,
-                               backward ? sched::Direction::kBackward : sched::Direction::kForward};
+    const sched::FlowClass cls{
+        a.pipeline, a.stage, backward ? sched::Direction::kBackward : sched::Direction::kForward,
+        sched::admissionPriority(sched::TrafficKind::kPipeline, c_.network.traffic_priority)};
     const uint64_t conn = static_cast<uint64_t>(src) << 1 | (backward ? 1 : 0);
     const uint64_t tag = static_cast<uint64_t>(dst) | payload << 20;
     ATLAS_RETURN_IF_ERROR(wan_->send(link, conn, cls, bytes, tag, now, &deliveries_));
@@ -411,7 +412,9 @@ Status Engine::startAllReduce(int s, Nanos now) {
     for (size_t i = 0; i < edges.size(); ++i) {
         const int link = wan_->linkIndex(edges[i].first, edges[i].second);
         max_one_way = std::max(max_one_way, wan_->oneWayNs(link));
-        const sched::FlowClass cls{dp_, s, sched::Direction::kBackward};
+        const sched::FlowClass cls{dp_, s, sched::Direction::kBackward,
+                                   sched::admissionPriority(sched::TrafficKind::kDataParallel,
+                                                            c_.network.traffic_priority)};
         ATLAS_RETURN_IF_ERROR(wan_->send(link, kConnAr | static_cast<uint64_t>(s) << 16 | i, cls,
                                          wan_bytes, kTagAllReduce | static_cast<uint64_t>(s), now,
                                          &deliveries_));

@@ -60,6 +60,12 @@ TEST(SimConfig, ErrorsNameThePath) {
     EXPECT_NE(parseError(j).find("network.policy: must be one of: fair, temporal, workload"),
               std::string::npos);
     j = minimal();
+    j["network"] = {{"traffic_priority", "fastest"}};
+    EXPECT_NE(
+        parseError(j).find("network.traffic_priority: must be one of: pipeline, collective, equal"),
+        std::string::npos)
+        << parseError(j);
+    j = minimal();
     j["cluster"]["wan"] = {{{"between", {"A", "Z"}}}};
     EXPECT_NE(parseError(j).find("cluster.wan.0.between"), std::string::npos);
     j = minimal();
@@ -80,6 +86,8 @@ TEST(SimConfig, ErrorsNameThePath) {
 TEST(SimConfig, Defaults) {
     const SimConfig c = mustParse(minimal());
     EXPECT_EQ(c.network.policy, sched::PolicyKind::kWorkload);
+    EXPECT_EQ(c.network.traffic_priority, sched::PriorityOrder::kEqual)
+        << "arrival order by default: published results stay reproducible";
     EXPECT_EQ(c.network.transport, TransportKind::kMulti);
     EXPECT_EQ(c.job.schedule, Schedule::k1f1b);
     EXPECT_FALSE(c.bubbletea.enabled);
