@@ -3,11 +3,18 @@
 // context with the connection's attributes, listen/connect/accept, then per-operation
 // setNetAttr and transfers whose isend/irecv carry a phandle.
 #include <gtest/gtest.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <fcntl.h>
+#include <climits>
 #include <cstring>
 #include <mutex>
 #include <vector>
 
+#include "plugin/wan/shm_layout.h"
 #include "tests/abi/isolate.h"
 #include "tests/abi/suites.h"
 
@@ -356,6 +363,214 @@ TEST_P(Profiler, CloseWithRequestInFlightStopsItsEvent) {
 INSTANTIATE_TEST_SUITE_P(Citizen, Profiler, ::testing::Values(10, 11, 12),
                          [](const ::testing::TestParamInfo<int>& param_info) {
                              return "v" + std::to_string(param_info.param);
+                         });
+
+// ---------------------------------------------------------------------------------------------
+// Admission priority through the real node-local arbiter (plugin/wan/shm_arbiter.h): NCCL's
+// sequence (setNetAttr on the context, connect, per-operation setNetAttr, transfers on the
+// comms), one collective and one pipeline send comm on one WAN link. Another process (this
+// test, writing the segment as that process's ShmArbiter would) holds the link while the
+// collective queues and then the pipeline transfer queues; when it lets go, the plugin's
+// watcher hands the link on by the priority rule.
+
+namespace shm = plugin::wan;
+
+// Every entry of the segment that waits, in index order; under the segment lock.
+std::vector<uint32_t> waitingEntries(shm::ShmSegment& s) {
+    std::vector<uint32_t> out;
+    pthread_mutex_lock(&s.lock);
+    for (uint32_t i = 0; i < shm::kShmMaxFlows; ++i) {
+        if (s.entries[i].state == sched::kEntryWaiting) {
+            out.push_back(i);
+        }
+    }
+    pthread_mutex_unlock(&s.lock);
+    return out;
+}
+
+// Polls (bounded) until an entry not in `known` waits; returns it, or kNone at the deadline.
+uint32_t nextWaiter(shm::ShmSegment& s, const std::vector<uint32_t>& known, const Deadline& d) {
+    Backoff backoff;
+    while (!d.expired()) {
+        for (uint32_t e : waitingEntries(s)) {
+            if (std::find(known.begin(), known.end(), e) == known.end()) {
+                return e;
+            }
+        }
+        backoff.idle();
+    }
+    return sched::TemporalCore::kNone;
+}
+
+class Priority : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Priority, PipelineTransferIsAdmittedAheadOfAQueuedCollective) {
+    const std::string order = GetParam();
+    const std::string prefix = "atlas-prio-" + std::to_string(::getpid()) + "-" + order;
+    const std::string path = "/dev/shm/" + prefix + ".wan-_127.0.0.0_16";
+    EnvVars env =
+        loopbackEnv({{"ATLAS_WAN_RTT_US", "0"},
+                     {"ATLAS_BUBBLES", "0"},
+                     {"ATLAS_SHARING", "temporal"},
+                     {"ATLAS_NODE_SHM", prefix},
+                     {"ATLAS_SLOT_MS", "0"},  // a grant lasts until the flow drains
+                     {"ATLAS_NSTREAMS", "1"},
+                     {"ATLAS_SOCKBUF_BYTES", "1048576"},  // autotuning off: a bounded kernel buffer
+                     {"ATLAS_LEASE_MS", "600000"},        // the test's holder stays
+                     {"ATLAS_MAX_WAIT_MS", "600000"},     // no aging in this test
+                     {"ATLAS_TRAFFIC_PRIORITY", order}});
+    runIsolated(env, kBudget, [&] {
+        Result<std::unique_ptr<Endpoint>> ep = Endpoint::open(pluginPath(), 12);
+        ATLAS_ASSERT_OK(ep);
+        NetApi& net = (*ep)->net();
+        Deadline deadline(kBudget / 2);
+        CommPair ring;
+        CommPair p2p;
+        ATLAS_ASSERT_NCCL_OK(net.setNetAttr((*ep)->ctx(), collectiveConnectionAttr()));
+        ATLAS_ASSERT_OK(connectInProcess(net, (*ep)->ctx(), 0, &ring, deadline));
+        ATLAS_ASSERT_NCCL_OK(net.setNetAttr((*ep)->ctx(), p2pConnectionAttr()));
+        ATLAS_ASSERT_OK(connectInProcess(net, (*ep)->ctx(), 0, &p2p, deadline));
+
+        const int fd = ::open(path.c_str(), O_RDWR);
+        ASSERT_GE(fd, 0) << "no node-local segment " << path;
+        void* m =
+            ::mmap(nullptr, sizeof(shm::ShmSegment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ::close(fd);
+        ASSERT_NE(m, MAP_FAILED);
+        auto& seg = *static_cast<shm::ShmSegment*>(m);
+
+        // The other process: registered (alive: our parent), one flow of the last priority,
+        // granted while the link is free.
+        uint32_t other = sched::TemporalCore::kNone;
+        int me = -1;
+        pthread_mutex_lock(&seg.lock);
+        {
+            for (int q = 0; q < static_cast<int>(shm::kShmMaxProcs); ++q) {
+                me = seg.procs[q].pid.load() == ::getpid() ? q : me;
+            }
+            int p = 0;
+            while (p < static_cast<int>(shm::kShmMaxProcs) && seg.procs[p].pid.load() != 0) {
+                ++p;
+            }
+            if (p == static_cast<int>(shm::kShmMaxProcs)) {
+                pthread_mutex_unlock(&seg.lock);
+                FAIL() << "no free process slot in the segment";
+            }
+            seg.procs[p].start_time.store(0);  // unknown: liveness by kill() alone
+            seg.procs[p].alive_ns.store(monotonicNowNs());
+            seg.procs[p].pid.store(static_cast<int32_t>(::getppid()));
+            sched::TemporalCore f = shm::segmentFifo(seg);
+            for (uint32_t e = 0; e < shm::kShmMaxFlows && other == sched::TemporalCore::kNone;
+                 ++e) {
+                if (f.open(e, sched::kPriorityLevels - 1)) {
+                    other = e;
+                }
+            }
+            seg.flows[other].proc = p;
+            const Nanos now = monotonicNowNs();
+            f.join(other, now);
+            f.decidePriority(now, seg.slot_ns, seg.max_wait_ns);
+            EXPECT_EQ(f.holder(), other);
+        }
+        pthread_mutex_unlock(&seg.lock);
+        ASSERT_GE(me, 0) << "the plugin's process is not registered in the segment";
+
+        // No receive is posted until the first grant is seen, and one stream's kernel buffers
+        // (1 MiB each way, doubled by the kernel) cannot take this much: the first holder
+        // cannot drain (and hand the link on) before the test has looked.
+        constexpr size_t kSize = 16 << 20;
+        std::vector<uint8_t> src_c(kSize), dst_c(kSize), src_p(kSize), dst_p(kSize);
+        fillPattern(src_c.data(), kSize, 1);
+        fillPattern(src_p.data(), kSize, 2);
+        auto smr_c = Registration::create(net, ring.send_comm, src_c.data(), kSize);
+        auto rmr_c = Registration::create(net, ring.recv_comm, dst_c.data(), kSize);
+        auto smr_p = Registration::create(net, p2p.send_comm, src_p.data(), kSize);
+        auto rmr_p = Registration::create(net, p2p.recv_comm, dst_p.data(), kSize);
+        ATLAS_ASSERT_OK(smr_c);
+        ATLAS_ASSERT_OK(rmr_c);
+        ATLAS_ASSERT_OK(smr_p);
+        ATLAS_ASSERT_OK(rmr_p);
+
+        // The collective operation first: it queues behind the other process's grant.
+        ncclNetAttr_v12_t allreduce = collectiveConnectionAttr();
+        allreduce.op = 1u << ncclFuncAllReduce;
+        ATLAS_ASSERT_NCCL_OK(net.setNetAttr((*ep)->ctx(), allreduce));
+        auto sreq_c =
+            postSend(net, ring.send_comm, src_c.data(), kSize, smr_c->mhandle(), deadline);
+        ATLAS_ASSERT_OK(sreq_c);
+        const uint32_t coll = nextWaiter(seg, {}, deadline);
+        ASSERT_NE(coll, sched::TemporalCore::kNone) << "the collective never asked for the link";
+        // Then a pipeline send: it queues after the collective.
+        ncclNetAttr_v12_t send_op = p2pConnectionAttr();
+        send_op.op = 1u << ncclFuncSend;
+        ATLAS_ASSERT_NCCL_OK(net.setNetAttr((*ep)->ctx(), send_op));
+        auto sreq_p = postSend(net, p2p.send_comm, src_p.data(), kSize, smr_p->mhandle(), deadline);
+        ATLAS_ASSERT_OK(sreq_p);
+        const uint32_t pipe = nextWaiter(seg, {coll}, deadline);
+        ASSERT_NE(pipe, sched::TemporalCore::kNone) << "the pipeline send never asked";
+        pthread_mutex_lock(&seg.lock);
+        const sched::TemporalEntry c_entry = seg.entries[coll];
+        const sched::TemporalEntry p_entry = seg.entries[pipe];
+        pthread_mutex_unlock(&seg.lock);
+        EXPECT_LT(c_entry.seq, p_entry.seq) << "arrival order";
+        const bool by_kind = order != "equal";
+        EXPECT_EQ(p_entry.priority, by_kind ? 0 : sched::kDefaultPriority);
+        EXPECT_EQ(c_entry.priority, by_kind ? 2 : sched::kDefaultPriority);
+
+        // The other process lets go and rings our doorbell: our watcher picks the next holder.
+        pthread_mutex_lock(&seg.lock);
+        shm::segmentFifo(seg).leave(other);
+        pthread_mutex_unlock(&seg.lock);
+        seg.procs[me].doorbell.fetch_add(1);
+        ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&seg.procs[me].doorbell), FUTEX_WAKE,
+                  INT_MAX, nullptr, nullptr, 0);
+        Backoff backoff;
+        uint32_t first = sched::TemporalCore::kNone;
+        uint32_t second_state = sched::kEntryUnused;
+        while (first == sched::TemporalCore::kNone && !deadline.expired()) {
+            pthread_mutex_lock(&seg.lock);
+            first = shm::segmentFifo(seg).holder();
+            second_state = seg.entries[first == pipe ? coll : pipe].state;
+            pthread_mutex_unlock(&seg.lock);
+            backoff.idle();
+        }
+        EXPECT_EQ(first, by_kind ? pipe : coll)
+            << (by_kind ? "the pipeline transfer was not admitted ahead of the collective"
+                        : "equal priorities: the collective (first in) goes first");
+        EXPECT_EQ(second_state, sched::kEntryWaiting) << "the other flow still waits for the link";
+        auto rreq_c =
+            postRecv(net, ring.recv_comm, dst_c.data(), kSize, rmr_c->mhandle(), deadline);
+        auto rreq_p = postRecv(net, p2p.recv_comm, dst_p.data(), kSize, rmr_p->mhandle(), deadline);
+        ATLAS_ASSERT_OK(rreq_c);
+        ATLAS_ASSERT_OK(rreq_p);
+
+        for (auto* req : {*sreq_c, *sreq_p}) {
+            ATLAS_EXPECT_OK(waitDone(net, req, deadline));
+        }
+        for (auto* req : {*rreq_c, *rreq_p}) {
+            Result<size_t> n = waitDone(net, req, deadline);
+            ATLAS_ASSERT_OK(n);
+            EXPECT_EQ(*n, kSize);
+        }
+        EXPECT_EQ(describePatternMismatch(dst_c.data(), kSize, 1), "");
+        EXPECT_EQ(describePatternMismatch(dst_p.data(), kSize, 2), "");
+        pthread_mutex_lock(&seg.lock);
+        shm::segmentFifo(seg).close(other);
+        pthread_mutex_unlock(&seg.lock);
+        ::munmap(m, sizeof(shm::ShmSegment));
+        for (Result<Registration>* r : {&smr_c, &rmr_c, &smr_p, &rmr_p}) {
+            ATLAS_EXPECT_OK((*r)->release());
+        }
+        ATLAS_EXPECT_OK(closePair(net, &ring));
+        ATLAS_EXPECT_OK(closePair(net, &p2p));
+        ATLAS_EXPECT_OK((*ep)->finalizeAndClose());
+    });
+    ::unlink(path.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Citizen, Priority, ::testing::Values("pipeline", "equal"),
+                         [](const ::testing::TestParamInfo<const char*>& param_info) {
+                             return std::string(param_info.param);
                          });
 
 }  // namespace
