@@ -40,7 +40,7 @@ void ArbiterClient::Impl::failOpenAll() {
     }
 }
 
-void ArbiterClient::Impl::fail(const std::string& why, Nanos now) {
+void ArbiterClient::Impl::dropConnection() {
     if (fd >= 0) {
         ::close(fd);
         fd = -1;
@@ -48,6 +48,10 @@ void ArbiterClient::Impl::fail(const std::string& why, Nanos now) {
     conn = Conn::kDown;
     decoder = arbiter::Decoder();
     wbuf.clear();
+}
+
+void ArbiterClient::Impl::fail(const std::string& why, Nanos now) {
+    dropConnection();
     offer = arbiter::kProtocolVersion;
     const Mode m = mode.load(std::memory_order_acquire);
     if (m != Mode::kStopped) {
@@ -85,11 +89,7 @@ bool ArbiterClient::Impl::fallBack(const arbiter::Error& e, Nanos now) {
                        cfg.host.c_str(), cfg.port, e.text.c_str(),
                        static_cast<unsigned>(arbiter::kMinProtocolVersion));
     }
-    ::close(fd);
-    fd = -1;
-    conn = Conn::kDown;
-    decoder = arbiter::Decoder();
-    wbuf.clear();
+    dropConnection();
     offer = arbiter::kMinProtocolVersion;
     next_attempt_ns = now;  // at once: this is the same attempt, not an outage
     return true;

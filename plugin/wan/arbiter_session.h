@@ -51,6 +51,8 @@ struct ArbiterClient::Impl : std::enable_shared_from_this<ArbiterClient::Impl> {
     // I/O thread helpers.
     void beginAttempt(Nanos now);
     void fail(const std::string& why, Nanos now);
+    // Closes the socket and forgets the connection's state (decoder, unsent bytes).
+    void dropConnection();
     // The arbiter refused our Hello's version (an older build): reconnect at once offering
     // the lowest version. True if that is what happened.
     bool fallBack(const arbiter::Error& e, Nanos now);

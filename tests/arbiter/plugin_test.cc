@@ -96,13 +96,8 @@ Status tearDown(NetApi& net, Pairs& p) {
 }
 
 std::string httpGet(uint16_t port, const std::string& path) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-        ::close(fd);
+    const int fd = arbiter::testing::connectLoopback(port);
+    if (fd < 0) {
         return {};
     }
     const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";

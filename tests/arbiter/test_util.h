@@ -2,7 +2,10 @@
 // bounded wait, a capturing logger, and the atlas-arbiter daemon as a child process.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +45,20 @@ struct Waker {
         return [this] { calls.fetch_add(1); };
     }
 };
+
+// A blocking TCP connection to 127.0.0.1:port, or -1.
+inline int connectLoopback(uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
 
 // Thread-safe logger that keeps every line (tests count WARNs).
 class CaptureLog {

@@ -20,23 +20,11 @@ namespace atlas::plugin::wan {
 namespace {
 
 using arbiter::testing::CaptureLog;
+using arbiter::testing::connectLoopback;
 using arbiter::testing::ServerThread;
 using arbiter::testing::waitFor;
 
 constexpr int kIoMs = 5000;  // bound on every blocking step
-
-int connectTo(uint16_t port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-        ::close(fd);
-        return -1;
-    }
-    return fd;
-}
 
 bool sendAll(int fd, const std::vector<uint8_t>& b) {
     return ::send(fd, b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size());
@@ -72,7 +60,7 @@ TEST(ArbiterVersions, VersionOneClientIsServedAtVersionOneWithTheDefaultPriority
     cfg.core.policy = sched::PolicyKind::kTemporal;
     ServerThread srv(cfg);
     ASSERT_TRUE(srv.ok()) << srv.error();
-    const int fd = connectTo(srv.port());
+    const int fd = connectLoopback(srv.port());
     ASSERT_GE(fd, 0);
     arbiter::Decoder d;
     uint8_t version = 0;
