@@ -82,7 +82,7 @@ struct SocketAddress {
 };
 
 // The opaque connection handle NCCL ships from listener to connector (<= 128 bytes).
-// Layout is defined in transport/handshake.h; plugin/ treats it as bytes.
+// Layout is defined in transport/wire.h ("Connection handle"); plugin/ treats it as bytes.
 constexpr size_t kHandleSize = 128;
 
 class Request;
