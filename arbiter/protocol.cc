@@ -477,10 +477,16 @@ bool validLinkName(std::string_view text) {
     return true;
 }
 
-Nonce randomNonce() {
+bool systemRandomFill(uint8_t* out, size_t len) {
+    return RAND_bytes(out, static_cast<int>(len)) == 1;
+}
+
+Result<Nonce> randomNonce(RandomFill fill) {
     Nonce n{};
-    if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) {
-        n.fill(0);
+    if (fill == nullptr || !fill(n.data(), n.size())) {
+        return Status(Code::kSystem,
+                      "the random number generator failed (RAND_bytes): no "
+                      "nonce for the handshake");
     }
     return n;
 }

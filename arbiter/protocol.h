@@ -143,10 +143,11 @@ struct Error {
 };
 
 enum class ErrorCode : uint16_t {
-    kProtocol = 1,    // malformed or unexpected message
-    kAuthFailed = 2,  // missing or wrong MAC
-    kBadFlow = 3,     // unknown flow, duplicate open, invalid class or link
-    kOverloaded = 4,  // too many sessions or flows
+    kProtocol = 1,       // malformed or unexpected message
+    kAuthFailed = 2,     // missing or wrong MAC
+    kBadFlow = 3,        // unknown flow, duplicate open, invalid class or link
+    kOverloaded = 4,     // too many sessions or flows
+    kServerFailure = 5,  // the arbiter cannot serve the session (its RNG failed); retry later
 };
 
 using Message = std::variant<Hello, Challenge, Auth, Welcome, Open, Request, Grant, Release, Close,
@@ -189,7 +190,13 @@ bool validLinkName(std::string_view text);
 // ---------------------------------------------------------------------------------------------
 // Authentication helpers (OpenSSL HMAC-SHA256; constant-time comparison).
 
-Nonce randomNonce();  // RAND_bytes; falls back to zeros only if the RNG fails (logged by caller)
+// Fills `out` with `len` cryptographically random bytes; false when the generator fails.
+using RandomFill = bool (*)(uint8_t* out, size_t len);
+bool systemRandomFill(uint8_t* out, size_t len);  // OpenSSL's RAND_bytes
+// A fresh nonce from `fill` (the configs carry it: the seam tests use), or kSystem when the
+// RNG fails. A zero or repeated nonce would let a recorded handshake be replayed, so the
+// caller fails the connection with this error; it never sends a made-up nonce.
+Result<Nonce> randomNonce(RandomFill fill = systemRandomFill);
 Mac serverProof(const std::string& key, const Nonce& client, const Nonce& server,
                 uint64_t session_id);
 Mac clientProof(const std::string& key, const Nonce& client, const Nonce& server,

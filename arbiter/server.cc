@@ -252,7 +252,17 @@ class Session : public std::enable_shared_from_this<Session> {
                 version_ = dec_.lastVersion();
                 client_nonce_ = h->client_nonce;
                 name_ = h->name + "/" + std::to_string(h->pid);
-                server_nonce_ = randomNonce();
+                auto nonce = randomNonce(s_.cfg.random);
+                if (!nonce) {
+                    ATLAS_LOG_WARN(s_.cfg.logger, "session from %s (%s) refused: %s", peer_.c_str(),
+                                   name_.c_str(), nonce.status().message().c_str());
+                    sendError(ErrorCode::kServerFailure,
+                              "the arbiter's random number generator failed: no nonce for the "
+                              "handshake",
+                              true);
+                    return false;
+                }
+                server_nonce_ = nonce.value();
                 Challenge c;
                 c.server_nonce = server_nonce_;
                 c.auth_required = !s_.cfg.auth_key.empty();

@@ -18,6 +18,7 @@
 
 #include "arbiter/arbiter_core.h"
 #include "arbiter/metrics.h"
+#include "arbiter/protocol.h"
 #include "atlas/common/log.h"
 #include "atlas/common/status.h"
 
@@ -36,6 +37,7 @@ struct ServerConfig {
     size_t max_sessions = 1024;
     bool handle_signals = false;  // SIGINT/SIGTERM stop run() (the daemon sets it)
     Logger logger;
+    RandomFill random = systemRandomFill;  // server nonces; a test seam
 };
 
 Status validate(const ServerConfig& config);

@@ -435,7 +435,9 @@ bool ListenComm::Impl::servePending(Pending& p, Nanos now) {
             s.auth.listen_id = listen_id_;
             s.auth.session_id = hello.session_id;
             s.auth.client_nonce = hello.client_nonce;
-            if (!randomBytes(s.auth.server_nonce.data(), s.auth.server_nonce.size()).isOk()) {
+            if (Status rng = randomBytes(s.auth.server_nonce.data(), s.auth.server_nonce.size());
+                !rng.isOk()) {
+                warnDrop(p.conn.fd(), rng.message());  // no nonce: no handshake, never a weak one
                 return false;
             }
             wire::HelloAck ack;

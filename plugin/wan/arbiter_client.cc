@@ -354,7 +354,12 @@ void ArbiterClient::Impl::run() {
                 fail(std::string("connect: ") + std::strerror(err), now);
                 continue;
             }
-            client_nonce = arbiter::randomNonce();
+            auto nonce = arbiter::randomNonce(cfg.random);
+            if (!nonce) {
+                fail("no handshake nonce: " + nonce.status().message(), now);
+                continue;
+            }
+            client_nonce = nonce.value();
             arbiter::Hello h;
             h.client_nonce = client_nonce;
             h.pid = static_cast<uint32_t>(::getpid());

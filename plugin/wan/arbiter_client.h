@@ -47,6 +47,7 @@ struct ArbiterClientConfig {
     // The I/O thread's time (timers, grant receipt, drain ends). Gates take `now` from their
     // FlowGate caller, which must use the same timeline.
     const Clock* clock = &MonotonicClock::instance();
+    arbiter::RandomFill random = arbiter::systemRandomFill;  // client nonces; a test seam
 };
 
 class ArbiterClient {

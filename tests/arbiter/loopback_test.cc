@@ -238,6 +238,52 @@ TEST(ArbiterLoopback, UnreachableArbiterFailsOpenWithOneWarning) {
     EXPECT_EQ(client->stats().outages, 1u);
 }
 
+bool failingRandom(uint8_t*, size_t) {
+    return false;  // an RNG out of entropy (RAND_bytes returning 0)
+}
+
+// A failed RNG must fail the handshake, not send a zero nonce (arbiter/protocol.h): on the
+// server the session is refused with an error that names the cause, on the client no Hello
+// goes out; either way the client fails open with one warning that says why.
+TEST(ArbiterLoopback, FailedRngFailsTheHandshakeOnEitherSide) {
+    {
+        CaptureLog server_log;
+        auto cfg = serverConfig();
+        cfg.random = &failingRandom;
+        cfg.logger = server_log.logger();
+        ServerThread srv(cfg);
+        ASSERT_TRUE(srv.ok()) << srv.error();
+        CaptureLog log;
+        auto client = startClient(clientConfig(srv.port(), log.logger()));
+        Waker w;
+        auto g = client->makeGate(kLink, {}, w.fn());
+        ASSERT_TRUE(acquireWithin(*g, w, milliseconds(3000))) << "fails open, never stalls";
+        EXPECT_EQ(client->mode(), ArbiterClient::Mode::kFailOpen);
+        EXPECT_EQ(client->stats().sessions, 0u);
+        EXPECT_EQ(log.count(LogLevel::kWarn, "random number generator failed"), 1) << log.all();
+        EXPECT_GE(server_log.count(LogLevel::kWarn, "refused: the random number generator"), 1)
+            << server_log.all();
+    }
+    {
+        ServerThread srv(serverConfig());
+        ASSERT_TRUE(srv.ok()) << srv.error();
+        CaptureLog log;
+        auto cc = clientConfig(srv.port(), log.logger());
+        cc.random = &failingRandom;
+        auto client = startClient(cc);
+        Waker w;
+        auto g = client->makeGate(kLink, {}, w.fn());
+        ASSERT_TRUE(acquireWithin(*g, w, milliseconds(3000))) << "fails open, never stalls";
+        EXPECT_EQ(client->mode(), ArbiterClient::Mode::kFailOpen);
+        EXPECT_EQ(client->stats().sessions, 0u);
+        EXPECT_EQ(log.count(LogLevel::kWarn, "no handshake nonce: the random number generator"), 1)
+            << log.all();
+        EXPECT_NE(srv.server().metricsText().find("\natlas_arbiter_sessions_total 0\n"),
+                  std::string::npos)
+            << srv.server().metricsText();
+    }
+}
+
 TEST(ArbiterLoopback, ArbiterStoppedMidRunFailsOpenThenResumes) {
     CaptureLog log;
     auto srv = std::make_unique<ServerThread>(serverConfig());
@@ -304,7 +350,7 @@ int rawHolder(uint16_t port) {
             d.feed(buf, static_cast<size_t>(r));
         }
     };
-    sendMsg(arbiter::Hello{arbiter::randomNonce(), 1, "raw"});
+    sendMsg(arbiter::Hello{arbiter::randomNonce().value(), 1, "raw"});
     if (!recvMsg()) {
         return -1;
     }

@@ -10,11 +10,11 @@ namespace {
 
 std::vector<Message> samples() {
     Hello h;
-    h.client_nonce = randomNonce();
+    h.client_nonce = randomNonce().value();
     h.pid = 4242;
     h.name = "host-a";
     Challenge c;
-    c.server_nonce = randomNonce();
+    c.server_nonce = randomNonce().value();
     c.server_mac = serverProof("k", h.client_nonce, c.server_nonce, 7);
     c.policy = WirePolicy::kWorkload;
     c.auth_required = true;
@@ -203,8 +203,8 @@ TEST(ArbiterProtocol, TruncatedStreamsWaitAndNeverFail) {
 }
 
 TEST(ArbiterProtocol, ProofsDependOnRoleKeyNoncesAndSession) {
-    const Nonce a = randomNonce();
-    const Nonce b = randomNonce();
+    const Nonce a = randomNonce().value();
+    const Nonce b = randomNonce().value();
     EXPECT_NE(a, b);  // 128 random bits
     const Mac s = serverProof("key", a, b, 1);
     EXPECT_TRUE(macEqual(s, serverProof("key", a, b, 1)));
@@ -212,6 +212,19 @@ TEST(ArbiterProtocol, ProofsDependOnRoleKeyNoncesAndSession) {
     EXPECT_FALSE(macEqual(s, serverProof("key2", a, b, 1)));
     EXPECT_FALSE(macEqual(s, serverProof("key", b, a, 1)));
     EXPECT_FALSE(macEqual(s, serverProof("key", a, b, 2)));
+}
+
+bool failingRandom(uint8_t*, size_t) {
+    return false;
+}
+
+TEST(ArbiterProtocol, FailedRngIsAnErrorNotAZeroNonce) {
+    const Result<Nonce> n = randomNonce(&failingRandom);
+    ASSERT_FALSE(n.isOk());
+    EXPECT_EQ(n.status().code(), Code::kSystem);
+    EXPECT_NE(n.status().message().find("random number generator failed"), std::string::npos);
+    EXPECT_FALSE(randomNonce(nullptr).isOk());
+    ASSERT_TRUE(randomNonce(&systemRandomFill).isOk());
 }
 
 TEST(ArbiterProtocol, RandomGarbageNeverCrashesTheDecoder) {
