@@ -78,7 +78,7 @@ OpenWait IdleRecorder::openWait() const noexcept {
 
 void IdleRecorder::abandoned(uint64_t comm_id, int64_t pending) noexcept {
     uint64_t leader = leader_.load(std::memory_order_acquire);
-    if (leader != 0 && ((leader - 1) >> 48) == comm_id) {
+    if (leader != 0 && CommIdleObserver::commIdOf(leader - 1) == comm_id) {
         // Its receive will never complete: the interval is dropped, not published.
         leader_.compare_exchange_strong(leader, 0, std::memory_order_acq_rel);
     }
@@ -124,6 +124,11 @@ bool IdleRecorder::pop(ObservedWait* out) noexcept {
 }
 
 // ---------------------------------------------------------------- CommIdleObserver
+
+uint64_t CommIdleObserver::nextCommId() noexcept {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 void CommIdleObserver::posted(uint64_t seq, Nanos now_ns) noexcept {
     pending_.fetch_add(1, std::memory_order_relaxed);

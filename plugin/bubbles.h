@@ -110,10 +110,17 @@ class CommIdleObserver final : public RecvObserver {
     void completed(uint64_t seq, Nanos now_ns) noexcept override;
     void closed(Nanos now_ns) noexcept override;
 
-    // Keys: 16 bits of comm id, 48 bits of sequence number.
+    // Keys: 48 bits of comm id, 16 bits of sequence number. The sequence part only has to
+    // tell apart the receives of one comm outstanding at once (at most NCCL_NET_MAX_REQUESTS,
+    // 32). The comm id is unique for the life of the process: 2^48 ids last 8.9 years even at
+    // a million WAN recv comms a second, and each costs a handshake across the WAN.
+    static constexpr int kSeqBits = 16;
     static uint64_t key(uint64_t comm_id, uint64_t seq) {
-        return (comm_id << 48) | (seq & ((1ull << 48) - 1));
+        return (comm_id << kSeqBits) | (seq & ((1ull << kSeqBits) - 1));
     }
+    static uint64_t commIdOf(uint64_t key) { return key >> kSeqBits; }
+    // A fresh comm id: 1, 2, ... (never 0, never reused).
+    static uint64_t nextCommId() noexcept;
 
   private:
     IdleRecorder* recorder_;

@@ -787,9 +787,8 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
             bubblePublisherRunning()) {
             // Only WAN receives are GPU waits worth predicting (docs/bubbles.md); set before
             // NCCL can post a receive on the comm (the observer's publication rule).
-            static std::atomic<uint64_t> next_id{1};
-            const uint64_t id = next_id.fetch_add(1, std::memory_order_relaxed) & 0xffff;
-            rc->setObserver(std::make_unique<CommIdleObserver>(lobj->bubbles, id));
+            rc->setObserver(std::make_unique<CommIdleObserver>(lobj->bubbles,
+                                                               CommIdleObserver::nextCommId()));
         }
         auto obj = std::make_unique<RecvObj>();
         obj->magic = kRecvMagic;

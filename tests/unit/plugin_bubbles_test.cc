@@ -98,6 +98,31 @@ TEST(IdleRecorder, MergesAcrossCommsAndForgetsClosedOnes) {
     EXPECT_EQ(drain(r), (std::vector<sched::Interval>{{100, 120}}));
 }
 
+// Comm ids are unique for the life of the process. They used to be masked to 16 bits, so the
+// 65,536th WAN recv comm after another got its id and its keys: its receive ended the other
+// comm's wait, and its close dropped it.
+TEST(IdleRecorder, CommIdsStayDistinctAcrossASixteenBitWrap) {
+    const uint64_t first = CommIdleObserver::nextCommId();
+    uint64_t last = first;
+    for (int i = 0; i < 65536; ++i) {
+        last = CommIdleObserver::nextCommId();
+    }
+    ASSERT_EQ(last, first + 65536) << "ids wrapped";
+    EXPECT_NE(CommIdleObserver::key(first, 0), CommIdleObserver::key(last, 0));
+    EXPECT_EQ(CommIdleObserver::commIdOf(CommIdleObserver::key(last, 7)), last);
+    IdleRecorder r;
+    CommIdleObserver a(&r, first), b(&r, last);
+    a.posted(0, 10);  // leads the wait
+    b.posted(0, 20);
+    b.completed(0, 30);  // another comm's receive: the GPU still waits for a's data
+    EXPECT_TRUE(drain(r).empty());
+    b.posted(1, 40);
+    b.closed(50);  // b's close leaves a's wait alone
+    a.completed(0, 60);
+    EXPECT_EQ(drain(r), (std::vector<sched::Interval>{{10, 60}}));
+    EXPECT_EQ(r.outstanding(), 0);
+}
+
 TEST(IdleRecorder, ConcurrentProducersLoseNothingUntilFull) {
     IdleRecorder r;
     constexpr int kThreads = 4;
