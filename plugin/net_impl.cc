@@ -21,6 +21,7 @@
 #include "plugin/bubbles.h"
 #include "plugin/comm_stats.h"
 #include "plugin/devices.h"
+#include "plugin/handle_table.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
 #include "plugin/requests.h"
@@ -39,19 +40,14 @@ static_assert(transport::kMaxRequests == NCCL_NET_MAX_REQUESTS);
 
 namespace {
 
-// Magic numbers tag every object handed to NCCL, so a pointer of the wrong kind (a recv comm
-// passed to isend) or one already closed is reported instead of dereferenced blindly.
-constexpr uint32_t kCtxMagic = 0x41744378;     // "AtCx"
-constexpr uint32_t kListenMagic = 0x41744c73;  // "AtLs"
-constexpr uint32_t kSendMagic = 0x41745364;    // "AtSd"
-constexpr uint32_t kRecvMagic = 0x41745263;    // "AtRc"
-constexpr uint32_t kMrMagic = 0x41744d72;      // "AtMr"
-constexpr uint32_t kDeadMagic = 0xdeadc0de;
+// NCCL never holds a pointer to these objects: it holds tokens of g_handles
+// (plugin/handle_table.h), so a stale, double-closed, foreign or wrong-kind handle is
+// recognised from the table alone and answered with ncclInternalError, one WARN line.
 
 // Per-communicator context (v11/v12). commId and trafficClass are kept for the WAN
 // scheduler, NCCL's latest setNetAttr hints for the comms connected under it.
 struct Ctx {
-    uint32_t magic = kCtxMagic;
+    void* token = nullptr;  // NCCL's handle
     uint64_t comm_id = 0;
     int traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
     // setNetAttr runs on NCCL's progress thread, connect/accept on its service thread: the
@@ -68,7 +64,7 @@ struct Ctx {
 };
 
 struct CommBase {
-    uint32_t magic = 0;
+    void* token = nullptr;  // NCCL's handle
     int dev = 0;
     uint64_t comm_id = 0;
     int traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
@@ -81,24 +77,23 @@ struct ListenObj : CommBase {
     IdleRecorder* bubbles = nullptr;         // receives of accepted WAN comms are watched when set
     const wan::WanAdmission* wan = nullptr;  // the WAN rule for those receives; outlives us
 };
-struct SendObj : CommBase {
-    std::unique_ptr<transport::SendComm> comm;
-    std::unique_ptr<RequestPool> requests;  // what isend hands to NCCL (plugin/requests.h)
+struct DataObj : CommBase {
+    std::unique_ptr<RequestPool> requests;  // what isend/irecv hand to NCCL (plugin/requests.h)
     netstat::StatsWriter* stats = nullptr;  // outlives the comm (GlobalState)
 };
-struct RecvObj : CommBase {
+struct SendObj : DataObj {
+    std::unique_ptr<transport::SendComm> comm;
+};
+struct RecvObj : DataObj {
     std::unique_ptr<transport::RecvComm> comm;
-    std::unique_ptr<RequestPool> requests;
-    netstat::StatsWriter* stats = nullptr;
 };
 
 // regMr handle. Nothing is pinned or registered: TCP reads and writes host memory directly.
 struct MrHandle {
-    uint32_t magic = kMrMagic;
     int type = NCCL_PTR_HOST;
     const void* base = nullptr;  // for debugging: what NCCL registered
     size_t size = 0;
-    const void* comm = nullptr;
+    const void* comm = nullptr;  // the comm's token
 };
 
 struct GlobalState {
@@ -136,6 +131,7 @@ std::set<std::string>* g_interned = nullptr;      // guarded by g_mutex; strings
 const InterfaceSource* g_iface_source = nullptr;  // guarded by g_mutex (test seam)
 std::string* g_sysfs_root = nullptr;              // guarded by g_mutex (test seam)
 std::atomic<int> g_live_comms{0};
+constinit HandleTable g_handles;  // every handle NCCL holds; its own lock
 std::atomic<bool> g_abort_on_error{false};
 std::atomic<seams::FaultHook> g_fault_hook{nullptr};
 
@@ -171,10 +167,22 @@ ncclResult_t guarded(const char* func, Body&& body) noexcept {
     }
 }
 
+// The live object of `kind` behind NCCL's handle `h`, or nullptr (lock-free; reads only the
+// table until the handle is known to be live).
 template <typename T>
-T* asObj(void* p, uint32_t magic) {
-    auto* base = static_cast<CommBase*>(p);
-    return (base != nullptr && base->magic == magic) ? static_cast<T*>(base) : nullptr;
+T* lookup(HandleKind kind, const void* h) {
+    return static_cast<T*>(g_handles.find(kind, h));
+}
+
+// Registers `obj` under a new token (obj->token); kSystem when the table is full.
+template <typename T>
+Status addHandle(HandleKind kind, T* obj) {
+    auto token = g_handles.add(kind, obj);
+    if (!token) {
+        return token.status();
+    }
+    obj->token = token.value();
+    return Status::ok();
 }
 
 Status findCtxLocked(void* ctx, const Ctx** out) {
@@ -182,13 +190,31 @@ Status findCtxLocked(void* ctx, const Ctx** out) {
     if (ctx == nullptr) {
         return Status::ok();
     }
-    auto* c = static_cast<Ctx*>(ctx);
-    if (g_state->contexts.count(c) == 0) {
+    const Ctx* c = lookup<Ctx>(HandleKind::kCtx, ctx);
+    if (c == nullptr) {
         return misuse("unknown context " + std::to_string(reinterpret_cast<uintptr_t>(ctx)) +
                       " (not returned by init, or already finalized)");
     }
     *out = c;
     return Status::ok();
+}
+
+// The in-flight request behind NCCL's request handle, through its comm's table slot; nullptr
+// for anything else (reads only the table and live pools).
+PluginRequest* findRequest(const void* handle) {
+    uint32_t owner = 0;
+    if (!RequestPool::ownerIndex(handle, &owner)) {
+        return nullptr;
+    }
+    HandleKind kind{};
+    void* obj = g_handles.findAt(owner, &kind);
+    RequestPool* pool = nullptr;
+    if (kind == HandleKind::kSend) {
+        pool = static_cast<SendObj*>(obj)->requests.get();
+    } else if (kind == HandleKind::kRecv) {
+        pool = static_cast<RecvObj*>(obj)->requests.get();
+    }
+    return pool != nullptr ? pool->find(handle) : nullptr;
 }
 
 Status requireStateLocked() {
@@ -363,12 +389,16 @@ bool unloadState() noexcept {
                 return false;
             }
             for (Ctx* c : g_state->contexts) {
-                c->magic = kDeadMagic;
+                (void)g_handles.remove(HandleKind::kCtx, c->token);
                 delete c;
             }
             delete g_state;
             g_state = nullptr;
         }
+        // Registrations NCCL never released (their comms are closed); then the table's own
+        // storage, which must not outlive the library.
+        g_handles.removeAll(HandleKind::kMr, [](void* mr) { delete static_cast<MrHandle*>(mr); });
+        (void)g_handles.releaseStorage();
         delete g_interned;
         g_interned = nullptr;
         return true;
@@ -382,14 +412,16 @@ __attribute__((destructor)) void atlasPluginDestructor() {
 }
 
 template <typename Obj>
-ncclResult_t closeObj(const char* func, void* p, uint32_t magic) {
+ncclResult_t closeObj(const char* func, void* p, HandleKind kind) {
     return guarded(func, [&]() -> Status {
         if (p == nullptr) {
             return Status::ok();
         }
-        Obj* obj = asObj<Obj>(p, magic);
+        // Unregistered first: from here on the handle is dead for every entry point.
+        Obj* obj = static_cast<Obj*>(g_handles.remove(kind, p));
         if (obj == nullptr) {
-            return misuse("not a live comm of this kind (wrong pointer or closed twice)");
+            return misuse(std::string("not a live ") + handleKindName(kind) +
+                          " (closed twice, or not a handle this plugin returned)");
         }
         std::unique_ptr<Obj> owned(obj);
         Status st = Status::ok();
@@ -400,7 +432,6 @@ ncclResult_t closeObj(const char* func, void* p, uint32_t magic) {
                 owned->stats->release(owned->requests->statsRecord());
             }
         }
-        owned->magic = kDeadMagic;
         owned.reset();
         if (g_live_comms.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             // The last comm is gone: finish a teardown that a premature last finalize had
@@ -431,7 +462,7 @@ Status post(Obj& obj, PostFn&& transport_post, size_t length, void* phandle, voi
         return st;
     }
     obj.requests->posted(r, inner, length, phandle);
-    *request = r;
+    *request = RequestPool::handleOf(r);
     return Status::ok();
 }
 
@@ -496,9 +527,20 @@ ncclResult_t init(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogg
             auto c = std::make_unique<Ctx>();
             c->comm_id = comm_id;
             c->traffic_class = traffic_class;
-            g_state->contexts.insert(c.get());
+            Status added = addHandle(HandleKind::kCtx, c.get());
+            if (!added.isOk()) {
+                (void)releaseIfUnusedLocked();
+                return added;
+            }
+            try {
+                g_state->contexts.insert(c.get());
+            } catch (...) {
+                (void)g_handles.remove(HandleKind::kCtx, c->token);
+                throw;
+            }
             ++g_state->refcount;
-            *ctx = c.release();
+            *ctx = c->token;
+            (void)c.release();
         } catch (...) {
             (void)releaseIfUnusedLocked();
             throw;
@@ -534,13 +576,14 @@ ncclResult_t finalize(void* ctx) {
             return Status::ok();  // NCCL calls finalize even when init failed
         }
         std::lock_guard<std::mutex> lock(g_mutex);
-        auto* c = static_cast<Ctx*>(ctx);
-        if (g_state == nullptr || g_state->contexts.erase(c) == 0) {
+        auto* c = g_state != nullptr ? static_cast<Ctx*>(g_handles.remove(HandleKind::kCtx, ctx))
+                                     : nullptr;
+        if (c == nullptr) {
             return misuse(
                 "finalize of an unknown context (not returned by init, or finalized "
                 "twice)");
         }
-        c->magic = kDeadMagic;
+        g_state->contexts.erase(c);
         delete c;
         --g_state->refcount;
         return releaseIfUnusedLocked();
@@ -554,8 +597,8 @@ ncclResult_t setNetAttr(void* ctx, const NetHints* hints) {
         }
         // Not under g_mutex: this runs on NCCL's progress thread, which must not wait for
         // another communicator's init. NCCL never calls it after finalize(ctx).
-        auto* c = static_cast<Ctx*>(ctx);
-        if (c->magic != kCtxMagic) {
+        Ctx* c = lookup<Ctx>(HandleKind::kCtx, ctx);
+        if (c == nullptr) {
             return misuse("setNetAttr on a context init did not return (or finalized)");
         }
         TrafficKind kind;
@@ -657,7 +700,6 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
         if (!lc) {
             return lc.status();
         }
-        obj->magic = kListenMagic;
         obj->transport = t;
         {
             std::lock_guard<std::mutex> lock(g_mutex);
@@ -665,8 +707,9 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
         }
         obj->dev = dev;
         obj->comm = std::move(lc.value());
+        ATLAS_RETURN_IF_ERROR(addHandle(HandleKind::kListen, obj.get()));
         g_live_comms.fetch_add(1, std::memory_order_acq_rel);
-        *listen_comm = obj.release();
+        *listen_comm = obj.release()->token;
         return Status::ok();
     });
 }
@@ -731,7 +774,6 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
             }
         }
         auto obj = std::make_unique<SendObj>();
-        obj->magic = kSendMagic;
         obj->dev = dev;
         obj->comm_id = comm_id;
         obj->traffic_class = tc;
@@ -746,8 +788,10 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
                     info.peer.toString().c_str(), info.nstreams,
                     static_cast<double>(info.rtt_ns) / 1e6,
                     info.authenticated ? ", authenticated" : "");
+        ATLAS_RETURN_IF_ERROR(addHandle(HandleKind::kSend, obj.get()));
+        obj->requests->bindHandles(obj->token);
         g_live_comms.fetch_add(1, std::memory_order_acq_rel);
-        *send_comm = obj.release();
+        *send_comm = obj.release()->token;
         return Status::ok();
     });
 }
@@ -768,7 +812,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
             return misuse("recvComm is NULL");
         }
         *recv_comm = nullptr;
-        ListenObj* lobj = asObj<ListenObj>(listen_comm, kListenMagic);
+        ListenObj* lobj = lookup<ListenObj>(HandleKind::kListen, listen_comm);
         if (lobj == nullptr) {
             return misuse("listenComm is not a live listen comm");
         }
@@ -787,11 +831,10 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
             bubblePublisherRunning()) {
             // Only WAN receives are GPU waits worth predicting (docs/bubbles.md); set before
             // NCCL can post a receive on the comm (the observer's publication rule).
-            rc->setObserver(std::make_unique<CommIdleObserver>(lobj->bubbles,
-                                                               CommIdleObserver::nextCommId()));
+            rc->setObserver(
+                std::make_unique<CommIdleObserver>(lobj->bubbles, CommIdleObserver::nextCommId()));
         }
         auto obj = std::make_unique<RecvObj>();
-        obj->magic = kRecvMagic;
         obj->dev = lobj->dev;
         obj->comm_id = lobj->comm_id;
         obj->traffic_class = lobj->traffic_class;
@@ -816,8 +859,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
                     si.link = v.link;
                 }
                 obj->requests->setStatsRecord(attachStats(
-                    obj->stats,
-                    static_cast<Nanos>(g_state->params.netstat_interval_ms) * kNsPerMs,
+                    obj->stats, static_cast<Nanos>(g_state->params.netstat_interval_ms) * kNsPerMs,
                     *obj->comm, si));
             }
         }
@@ -826,8 +868,10 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
                     info.peer.toString().c_str(), info.nstreams,
                     static_cast<double>(info.rtt_ns) / 1e6,
                     info.authenticated ? ", authenticated" : "");
+        ATLAS_RETURN_IF_ERROR(addHandle(HandleKind::kRecv, obj.get()));
+        obj->requests->bindHandles(obj->token);
         g_live_comms.fetch_add(1, std::memory_order_acq_rel);
-        *recv_comm = obj.release();
+        *recv_comm = obj.release()->token;
         return Status::ok();
     });
 }
@@ -845,16 +889,21 @@ ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle
         if (data == nullptr && size > 0) {
             return misuse("data is NULL with size " + std::to_string(size));
         }
-        if (asObj<SendObj>(comm, kSendMagic) == nullptr &&
-            asObj<RecvObj>(comm, kRecvMagic) == nullptr) {
+        if (lookup<SendObj>(HandleKind::kSend, comm) == nullptr &&
+            lookup<RecvObj>(HandleKind::kRecv, comm) == nullptr) {
             return misuse("comm is not a live send or recv comm");
         }
-        auto* mr = new MrHandle();
+        auto mr = std::make_unique<MrHandle>();
         mr->type = type;
         mr->base = data;
         mr->size = size;
         mr->comm = comm;
-        *mhandle = mr;
+        auto token = g_handles.add(HandleKind::kMr, mr.get());
+        if (!token) {
+            return token.status();
+        }
+        (void)mr.release();
+        *mhandle = token.value();
         return Status::ok();
     });
 }
@@ -864,11 +913,12 @@ ncclResult_t deregMr(void* comm, void* mhandle) {
         if (mhandle == nullptr) {
             return Status::ok();
         }
-        auto* mr = static_cast<MrHandle*>(mhandle);
-        if (mr->magic != kMrMagic) {
-            return misuse("mhandle is not a live registration (deregistered twice?)");
+        auto* mr = static_cast<MrHandle*>(g_handles.remove(HandleKind::kMr, mhandle));
+        if (mr == nullptr) {
+            return misuse(
+                "mhandle is not a live registration (deregistered twice, or not returned by "
+                "regMr)");
         }
-        mr->magic = kDeadMagic;
         delete mr;
         return Status::ok();
     });
@@ -888,7 +938,7 @@ ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhan
             return misuse("size " + std::to_string(size) +
                           " exceeds INT_MAX, which test() cannot report");
         }
-        SendObj* obj = asObj<SendObj>(send_comm, kSendMagic);
+        SendObj* obj = lookup<SendObj>(HandleKind::kSend, send_comm);
         if (obj == nullptr) {
             return misuse("sendComm is not a live send comm");
         }
@@ -916,7 +966,7 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, int
         if (data[0] == nullptr && sizes[0] > 0) {
             return misuse("data[0] is NULL with size " + std::to_string(sizes[0]));
         }
-        RecvObj* obj = asObj<RecvObj>(recv_comm, kRecvMagic);
+        RecvObj* obj = lookup<RecvObj>(HandleKind::kRecv, recv_comm);
         if (obj == nullptr) {
             return misuse("recvComm is not a live recv comm");
         }
@@ -942,7 +992,7 @@ ncclResult_t test(void* request, int* done, int* sizes) {
             return misuse("request or done is NULL");
         }
         *done = 0;
-        PluginRequest* r = RequestPool::fromHandle(request);
+        PluginRequest* r = findRequest(request);
         if (r == nullptr) {
             return misuse(
                 "request is not in flight (not returned by isend/irecv, already reported done, "
@@ -967,13 +1017,13 @@ ncclResult_t test(void* request, int* done, int* sizes) {
 }
 
 ncclResult_t closeSend(void* send_comm) {
-    return closeObj<SendObj>("closeSend", send_comm, kSendMagic);
+    return closeObj<SendObj>("closeSend", send_comm, HandleKind::kSend);
 }
 ncclResult_t closeRecv(void* recv_comm) {
-    return closeObj<RecvObj>("closeRecv", recv_comm, kRecvMagic);
+    return closeObj<RecvObj>("closeRecv", recv_comm, HandleKind::kRecv);
 }
 ncclResult_t closeListen(void* listen_comm) {
-    return closeObj<ListenObj>("closeListen", listen_comm, kListenMagic);
+    return closeObj<ListenObj>("closeListen", listen_comm, HandleKind::kListen);
 }
 
 }  // namespace core

@@ -2,10 +2,16 @@
 
 #include <bit>
 
+#include "plugin/handle_table.h"
+
 namespace atlas::plugin {
 namespace {
 
 static_assert(RequestPool::kSlots == 32, "free_mask_ has one bit per slot");
+static_assert(RequestPool::kSlots == 1 << RequestPool::kSlotBits);
+static_assert(RequestPool::kCheckShift == RequestPool::kOwnerShift + HandleTable::kIndexBits);
+static_assert(RequestPool::kCheckShift + RequestPool::kCheckBits == HandleTable::kKindShift);
+constexpr uint64_t kCheckMask = (1ull << RequestPool::kCheckBits) - 1;
 
 std::atomic<ncclProfilerCallback_t> g_profiler{nullptr};
 
@@ -33,27 +39,50 @@ ncclProfilerCallback_t profilerCallback() {
 RequestPool::RequestPool(RequestOp op, int dev, int nstreams, uint64_t inline_bytes)
     : op_(op), dev_(dev), nstreams_(nstreams), inline_bytes_(inline_bytes) {
     for (PluginRequest& r : slots_) {
-        r.magic = kFree;
         r.pool = this;
     }
 }
 
 RequestPool::~RequestPool() {
     for (PluginRequest& r : slots_) {
-        if (r.magic == kInFlight && r.event != nullptr) {
+        if (r.token != 0 && r.event != nullptr) {
             emit(&r.event, ncclProfilerNetEventStop, nullptr, nullptr);
         }
-        r.magic = kFree;
+        r.token = 0;
         r.event = nullptr;
     }
+}
+
+void RequestPool::bindHandles(const void* comm_token) {
+    const auto t = reinterpret_cast<uint64_t>(comm_token);
+    token_base_ = HandleTable::tagOf(HandleKind::kRequest) |
+                  (static_cast<uint64_t>(HandleTable::indexOf(t)) << kOwnerShift);
+    // The comm's serial, spread over the check bits: comms that reuse a table slot start
+    // their posting numbers at unrelated points.
+    salt_ = (t >> HandleTable::kIndexBits) * 0x9e3779b97f4a7c15ull;
+}
+
+bool RequestPool::ownerIndex(const void* handle, uint32_t* index) {
+    const auto t = reinterpret_cast<uint64_t>(handle);
+    if (HandleTable::kindOf(t) != HandleKind::kRequest) {
+        return false;
+    }
+    *index = static_cast<uint32_t>((t >> kOwnerShift) & (HandleTable::kCapacity - 1));
+    return true;
+}
+
+PluginRequest* RequestPool::find(const void* handle) {
+    const auto t = reinterpret_cast<uint64_t>(handle);
+    PluginRequest& r = slots_[t & (kSlots - 1)];
+    return (t != 0 && r.token == t) ? &r : nullptr;
 }
 
 PluginRequest* RequestPool::reserve() {
     if (free_mask_ == 0) {
         return nullptr;
     }
-    // Prefer the slot after the last one used so a stale handle NCCL kept by mistake is
-    // unlikely to alias the next request.
+    // Round-robin from the slot after the last one used. (A stale handle NCCL kept by
+    // mistake cannot alias the next request of its slot anyway: tokens carry a check.)
     const uint32_t start = static_cast<uint32_t>(next_seq_ % kSlots);
     const uint32_t rotated = std::rotr(free_mask_, static_cast<int>(start));
     const uint32_t i = (start + static_cast<uint32_t>(std::countr_zero(rotated))) % kSlots;
@@ -88,7 +117,8 @@ void RequestPool::posted(PluginRequest* r, transport::Request* inner, size_t len
     r->event = nullptr;
     r->seq = next_seq_++;
     r->length = length;
-    r->magic = kInFlight;
+    r->token = token_base_ | (((r->seq + salt_) & kCheckMask) << kCheckShift) |
+               static_cast<uint64_t>(r - slots_.data());
     if (phandle != nullptr && g_profiler.load(std::memory_order_relaxed) != nullptr) {
         atlasProfilerNetDescr_v1_t d;
         // A receive's capacity says nothing about the stream when it exceeds the inline
@@ -109,13 +139,8 @@ void RequestPool::completed(PluginRequest* r, size_t bytes) {
         r->event = nullptr;
     }
     r->inner = nullptr;
-    r->magic = kFree;
+    r->token = 0;
     unreserve(r);
-}
-
-PluginRequest* RequestPool::fromHandle(void* handle) {
-    auto* r = static_cast<PluginRequest*>(handle);
-    return (r != nullptr && r->magic == kInFlight) ? r : nullptr;
 }
 
 void RequestPool::reportStreamEvent(int stream, int kind, uint64_t bytes) {
@@ -124,8 +149,7 @@ void RequestPool::reportStreamEvent(int stream, int kind, uint64_t bytes) {
     }
     const PluginRequest* parent = nullptr;
     for (const PluginRequest& r : slots_) {
-        if (r.magic == kInFlight && r.event != nullptr &&
-            (parent == nullptr || r.seq < parent->seq)) {
+        if (r.token != 0 && r.event != nullptr && (parent == nullptr || r.seq < parent->seq)) {
             parent = &r;
         }
     }

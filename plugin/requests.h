@@ -2,8 +2,18 @@
 //
 // Every request NCCL sees is a PluginRequest from its comm's RequestPool: it wraps the
 // transport's request and holds the NCCL profiler event of that transfer (NCCL 2.26+ passes
-// a phandle to isend/irecv and a callback to init). The wrapper also lets test() reject a
-// pointer that is not an in-flight request of a live comm instead of dereferencing it.
+// a phandle to isend/irecv and a callback to init). NCCL never sees its address: it gets a
+// token (plugin/handle_table.h's tag bits, kind kRequest) that names the comm's handle-table
+// slot and the pool slot, so test() resolves it through the table and rejects one that is not
+// an in-flight request of a live comm without reading the memory of a closed one:
+//   bit 63      1
+//   bits 60-62  HandleKind::kRequest
+//   bits 25-59  check: (posting number + a per-comm salt) mod 2^35; the comm's 32 slots are
+//               reused, so a token kept after test() reported it done (or one of an earlier
+//               comm of the same table slot) matches only 2^35 posts later, or with
+//               probability 2^-35 for another comm
+//   bits 5-24   the comm's handle-table slot
+//   bits 0-4    the pool slot
 //
 // Profiler events (docs/nccl-abi.md section 6): when NCCL gave a callback at init and a
 // non-NULL phandle, isend/irecv start one atlasProfileRequest event (pluginId
@@ -38,7 +48,7 @@ namespace atlas::plugin {
 class RequestPool;
 
 struct PluginRequest {
-    uint32_t magic = 0;  // kInFlight while NCCL holds it, else kFree
+    uint64_t token = 0;  // NCCL's handle while in flight, 0 when free
     transport::Request* inner = nullptr;
     void* event = nullptr;  // NCCL profiler event, nullptr when none was started
     RequestPool* pool = nullptr;
@@ -56,9 +66,11 @@ ncclProfilerCallback_t profilerCallback();
 
 class RequestPool {
   public:
-    static constexpr uint32_t kInFlight = 0x41745271;  // "AtRq"
-    static constexpr uint32_t kFree = 0x41744672;      // "AtFr"
     static constexpr int kSlots = NCCL_NET_MAX_REQUESTS;
+    static constexpr int kSlotBits = 5;
+    static constexpr int kOwnerShift = kSlotBits;
+    static constexpr int kCheckShift = kOwnerShift + 20;  // HandleTable::kIndexBits
+    static constexpr int kCheckBits = 60 - kCheckShift;   // up to the kind bits
 
     // inline_bytes: the comm's inline threshold (transport::CommInfo), for the descriptor.
     RequestPool(RequestOp op, int dev, int nstreams, uint64_t inline_bytes);
@@ -76,8 +88,17 @@ class RequestPool {
     // test() saw it done with `bytes` moved: stop its event and free the slot.
     void completed(PluginRequest* r, size_t bytes);
 
-    // nullptr unless `handle` is an in-flight request of some live pool.
-    static PluginRequest* fromHandle(void* handle);
+    // The comm's handle-table token: its requests' tokens name the comm's slot. Once, before
+    // the first post.
+    void bindHandles(const void* comm_token);
+    // NCCL's handle for an in-flight request (after posted()).
+    static void* handleOf(const PluginRequest* r) { return reinterpret_cast<void*>(r->token); }
+    // The handle-table slot of the comm that a request token names; false when `handle` is
+    // not shaped like one (NULL, a pointer, another kind). Reads nothing.
+    static bool ownerIndex(const void* handle, uint32_t* index);
+    // The in-flight request of this pool behind `handle`, else nullptr (reported done, or
+    // never issued by this pool).
+    PluginRequest* find(const void* handle);
 
     // Hook for stream-level events (issue 16: reset, rejoin): reported as an Update of the
     // oldest in-flight request's open event, with an atlasProfileStream descriptor; dropped
@@ -101,6 +122,8 @@ class RequestPool {
     uint64_t inline_bytes_;
     uint64_t next_seq_ = 0;
     uint32_t free_mask_ = ~0u;  // bit i: slots_[i] is free
+    uint64_t token_base_ = 0;   // tag and owner bits of this pool's request tokens
+    uint64_t salt_ = 0;         // added to the posting number in a token's check bits
     netstat::CommRecord* stats_ = nullptr;
     std::array<PluginRequest, kSlots> slots_;
 };

@@ -452,7 +452,7 @@ TEST_F(PluginNetTest, RegMrAndCloseValidation) {
     EXPECT_EQ(ncclNetPlugin_v11.closeRecv(nullptr), ncclSuccess);
     EXPECT_EQ(ncclNetPlugin_v11.closeListen(nullptr), ncclSuccess);
     EXPECT_EQ(ncclNetPlugin_v11.closeSend(junk), ncclInternalError);
-    expectWarn({"closeSend failed", "not a live comm"});
+    expectWarn({"closeSend failed", "not a live send comm"});
     EXPECT_EQ(ncclNetPlugin_v11.closeRecv(junk), ncclInternalError);
     EXPECT_EQ(ncclNetPlugin_v11.closeListen(junk), ncclInternalError);
 }
