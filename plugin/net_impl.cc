@@ -1,11 +1,13 @@
 #include "plugin/net_impl.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -96,10 +98,23 @@ struct MrHandle {
     const void* comm = nullptr;  // the comm's token
 };
 
+// A connect() NCCL has not seen complete. The transport keeps its connector (sockets,
+// handshake state) in the scratch bytes of `handle`, a private copy of NCCL's handle; NCCL's
+// buffer carries only this entry's token (kConnect), at the same offset. NCCL gives up on an
+// attempt by no longer calling connect (an abort during setup): finalize(ctx) then reclaims
+// the attempts of that context, and a later connect() with the stale buffer finds no live
+// token instead of a pointer to freed state.
+struct PendingConnect {
+    void* token = nullptr;
+    void* ctx = nullptr;  // NCCL's context (nullptr on the v8..v10 paths)
+    std::array<uint8_t, transport::kHandleSize> handle{};
+};
+
 struct GlobalState {
     int refcount = 0;  // live contexts + legacy reference
     bool legacy_ref = false;
     std::unordered_set<Ctx*> contexts;
+    std::unordered_set<PendingConnect*> pending;  // connects in progress
     Params params;
     PriorityOrder priority_order = PriorityOrder::kPipelineFirst;  // ATLAS_TRAFFIC_PRIORITY
     std::vector<Device> devices;
@@ -196,6 +211,87 @@ Status findCtxLocked(void* ctx, const Ctx** out) {
                       " (not returned by init, or already finalized)");
     }
     *out = c;
+    return Status::ok();
+}
+
+// NCCL's handle buffer, while a connect() is in progress: a magic word and the token of its
+// PendingConnect in the scratch bytes (which the listener zeroed).
+constexpr uint32_t kPendingMagic = 0x43505441;  // "ATPC"
+constexpr size_t kPendingOffset = transport::kHandleScratchOffset;
+static_assert(kPendingOffset + 16 <= transport::kHandleSize);
+
+void* pendingTokenIn(const uint8_t* handle) {
+    uint32_t magic = 0;
+    std::memcpy(&magic, handle + kPendingOffset, sizeof(magic));
+    if (magic != kPendingMagic) {
+        return nullptr;
+    }
+    void* token = nullptr;
+    std::memcpy(&token, handle + kPendingOffset + 8, sizeof(token));
+    return token;
+}
+
+void setPendingToken(uint8_t* handle, void* token) {
+    const uint32_t magic = token != nullptr ? kPendingMagic : 0;
+    std::memcpy(handle + kPendingOffset, &magic, sizeof(magic));
+    std::memcpy(handle + kPendingOffset + 8, &token, sizeof(token));
+}
+
+void deletePendingLocked(PendingConnect* pc) {
+    (void)g_handles.remove(HandleKind::kConnect, pc->token);
+    g_state->pending.erase(pc);
+    delete pc;
+}
+
+// Reclaims the connects in progress of context `ctx` (every one when `all`): the transport
+// frees their connectors, their tokens die. Returns how many there were.
+int reclaimPendingLocked(const void* ctx, bool all) {
+    int n = 0;
+    for (auto it = g_state->pending.begin(); it != g_state->pending.end();) {
+        PendingConnect* pc = *it;
+        if (!all && pc->ctx != ctx) {
+            ++it;
+            continue;
+        }
+        it = g_state->pending.erase(it);
+        (void)g_handles.remove(HandleKind::kConnect, pc->token);
+        g_state->transport->abandonConnect(pc->handle.data());
+        delete pc;
+        ++n;
+    }
+    return n;
+}
+
+// The connect in progress that NCCL's handle buffer names, or a new one (its token written
+// into the buffer) when the buffer is fresh from listen.
+Status pendingConnectLocked(void* ctx, uint8_t* nccl_handle, PendingConnect** out) {
+    if (void* token = pendingTokenIn(nccl_handle)) {
+        PendingConnect* pc = lookup<PendingConnect>(HandleKind::kConnect, token);
+        if (pc == nullptr) {
+            return misuse(
+                "the handle carries a connection attempt this plugin no longer has (given up "
+                "and reclaimed at finalize, or from an earlier load of the plugin); connect "
+                "needs a handle fresh from listen");
+        }
+        if (pc->ctx != ctx) {
+            return misuse("connect resumed under another context than the one it began with");
+        }
+        *out = pc;
+        return Status::ok();
+    }
+    auto pc = std::make_unique<PendingConnect>();
+    pc->ctx = ctx;
+    // The listener's part only: the scratch stays zero for the transport's connector.
+    std::memcpy(pc->handle.data(), nccl_handle, kPendingOffset);
+    ATLAS_RETURN_IF_ERROR(addHandle(HandleKind::kConnect, pc.get()));
+    try {
+        g_state->pending.insert(pc.get());
+    } catch (...) {
+        (void)g_handles.remove(HandleKind::kConnect, pc->token);
+        throw;
+    }
+    setPendingToken(nccl_handle, pc->token);
+    *out = pc.release();
     return Status::ok();
 }
 
@@ -368,6 +464,8 @@ Status releaseIfUnusedLocked() {
         return misuse("last finalize with " + std::to_string(open) +
                       " comm(s) still open; keeping the engine threads alive");
     }
+    // Attempts of the v8..v10 paths (no finalize of their own); none is left otherwise.
+    (void)reclaimPendingLocked(nullptr, true);
     delete g_state;
     g_state = nullptr;
     ATLAS_INFO("last reference released: engine threads stopped");
@@ -388,6 +486,7 @@ bool unloadState() noexcept {
                            open);
                 return false;
             }
+            (void)reclaimPendingLocked(nullptr, true);
             for (Ctx* c : g_state->contexts) {
                 (void)g_handles.remove(HandleKind::kCtx, c->token);
                 delete c;
@@ -584,6 +683,14 @@ ncclResult_t finalize(void* ctx) {
                 "twice)");
         }
         g_state->contexts.erase(c);
+        // Connects NCCL gave up on under this communicator (an abort during setup).
+        const int reclaimed = reclaimPendingLocked(ctx, false);
+        if (reclaimed > 0) {
+            ATLAS_INFO(
+                "finalize commId 0x%llx: reclaimed %d connection attempt(s) that never "
+                "completed",
+                static_cast<unsigned long long>(c->comm_id), reclaimed);
+        }
         delete c;
         --g_state->refcount;
         return releaseIfUnusedLocked();
@@ -728,12 +835,15 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
         Nanos stats_interval = 0;
         TrafficKind kind = TrafficKind::kUnknown;
         PriorityOrder order = PriorityOrder::kPipelineFirst;
+        auto* nccl_handle = static_cast<uint8_t*>(handle);
+        PendingConnect* pc = nullptr;
         {
             std::lock_guard<std::mutex> lock(g_mutex);
             ATLAS_RETURN_IF_ERROR(requireStateLocked());
             const Ctx* c = nullptr;
             ATLAS_RETURN_IF_ERROR(findCtxLocked(ctx, &c));
             ATLAS_RETURN_IF_ERROR(checkDevLocked(dev));
+            ATLAS_RETURN_IF_ERROR(pendingConnectLocked(ctx, nccl_handle, &pc));
             if (c != nullptr) {
                 comm_id = c->comm_id;
                 tc = c->traffic_class;
@@ -750,7 +860,14 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
             tc = *traffic_class;
         }
         std::unique_ptr<transport::SendComm> sc;
-        ATLAS_RETURN_IF_ERROR(t->connect(static_cast<uint8_t*>(handle), &sc));
+        Status st = t->connect(pc->handle.data(), &sc);
+        if (!st.isOk() || sc != nullptr) {
+            // The transport freed its connector: the attempt is over, the buffer reusable.
+            std::lock_guard<std::mutex> lock(g_mutex);
+            deletePendingLocked(pc);
+            setPendingToken(nccl_handle, nullptr);
+        }
+        ATLAS_RETURN_IF_ERROR(st);
         if (sc == nullptr) {
             return Status::ok();  // not connected yet: NCCL calls again with the same handle
         }

@@ -83,7 +83,10 @@ struct SocketAddress {
 
 // The opaque connection handle NCCL ships from listener to connector (<= 128 bytes).
 // Layout is defined in transport/wire.h ("Connection handle"); plugin/ treats it as bytes.
+// Bytes [kHandleScratchOffset, kHandleSize) are the connector's scratch: the listener zeroes
+// them and connect() keeps its in-progress state there.
 constexpr size_t kHandleSize = 128;
+constexpr size_t kHandleScratchOffset = 64;
 
 class Request;
 class SendComm;
@@ -122,6 +125,9 @@ class Transport {
     // progress state lives inside the handle, as NCCL expects. Fails with kRemote/kTimeout when
     // the listener stays unreachable past timeout_ms.
     Status connect(uint8_t handle[kHandleSize], std::unique_ptr<SendComm>* out);
+    // Gives up a connect() that has not completed: frees the state it keeps in `handle`
+    // (sockets included) and clears it. A no-op when none is in progress. Never blocks.
+    void abandonConnect(uint8_t handle[kHandleSize]);
 
     int liveComms() const;
     // Connections a listener of this transport dropped because they failed authentication

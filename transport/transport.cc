@@ -18,6 +18,7 @@ namespace {
 // word and a pointer. NCCL calls connect() again with the same buffer until it succeeds.
 constexpr uint32_t kScratchMagic = 0x53435441;  // "ATCS"
 constexpr size_t kScratchOffset = wire::kHandlePublicBytes;
+static_assert(kScratchOffset == kHandleScratchOffset);
 
 Connector* scratchGet(const uint8_t* handle) {
     uint32_t magic = 0;
@@ -208,6 +209,11 @@ Status Transport::connect(uint8_t handle[kHandleSize], std::unique_ptr<SendComm>
         scratchSet(handle, nullptr);
     }
     return st;
+}
+
+void Transport::abandonConnect(uint8_t handle[kHandleSize]) {
+    delete scratchGet(handle);
+    scratchSet(handle, nullptr);
 }
 
 // ---------------------------------------------------------------- ListenComm

@@ -1,7 +1,9 @@
 // Handles NCCL holds (docs/nccl-abi.md, "Handles"): a double close, a handle used after its
 // comm closed or its context was finalized, a foreign pointer or one of the wrong kind is
 // refused with ncclInternalError and one WARN line, without reading freed memory (run under
-// ASan, a read of freed memory aborts the test) or unmapped memory (a crash fails it).
+// ASan, a read of freed memory aborts the test) or unmapped memory (a crash fails it). A
+// connect that NCCL gives up on is reclaimed at finalize, and the stale handle buffer is
+// refused afterwards.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -169,6 +171,76 @@ TEST(Handles, StaleDoubleClosedForeignAndWrongKindHandlesAreRefused) {
         ATLAS_EXPECT_REFUSED(net.setNetAttr(ctx, attr), "setNetAttr", "finalized");
         Handle h{};
         ATLAS_EXPECT_REFUSED(net.listen(ctx, 0, h.data(), &req), "listen", "not initialized");
+        checkLeaks();
+    });
+}
+
+// NCCL gives up on a connect (an abort during setup) by no longer calling it. finalize of its
+// context frees the connector (its socket shows in the fd count); the stale handle buffer is
+// refused afterwards, and the listener is unaffected.
+TEST(Handles, AbandonedConnectIsReclaimedAtFinalizeOfItsContext) {
+    runIsolated(loopbackEnv(), kBudget, [] {
+        Result<std::unique_ptr<Endpoint>> ep = Endpoint::open(pluginPath());
+        ATLAS_ASSERT_OK(ep);
+        NetApi& net = (*ep)->net();
+        void* ctx2 = nullptr;
+        ASSERT_EQ(net.init(&ctx2, captureLogger), ncclSuccess);
+        Deadline deadline(kBudget / 2);
+        CommPair pair;
+        Handle h{};
+        ASSERT_EQ(net.listen((*ep)->ctx(), 0, h.data(), &pair.listen_comm), ncclSuccess);
+        const Handle fresh = h;
+        const ProcessResources before = sampleResources();
+        void* sc = nullptr;
+        ASSERT_EQ(net.connect(ctx2, 0, h.data(), &sc), ncclSuccess);
+        ASSERT_EQ(sc, nullptr) << "no accept yet: the handshake cannot have completed";
+        EXPECT_GT(sampleResources().fds, before.fds) << "the connector's socket";
+
+        ASSERT_EQ(net.finalize(ctx2), ncclSuccess);
+        EXPECT_TRUE(LogCapture::contains("reclaimed 1 connection attempt(s)"));
+        EXPECT_EQ(sampleResources().fds, before.fds) << "the connector's socket is closed";
+        ATLAS_EXPECT_REFUSED(net.connect((*ep)->ctx(), 0, h.data(), &sc), "connect",
+                             "no longer has");
+        EXPECT_EQ(sc, nullptr);
+
+        Handle again = fresh;
+        ATLAS_ASSERT_OK(connectAcceptInProcess(net, (*ep)->ctx(), 0, &again, &pair, deadline));
+        uint8_t src[16] = {7};
+        uint8_t dst[16] = {};
+        ATLAS_ASSERT_OK(transferInProcess(net, pair, src, sizeof(src), dst, sizeof(dst), deadline));
+        EXPECT_EQ(dst[0], 7);
+        ATLAS_EXPECT_OK(closePair(net, &pair));
+        ATLAS_EXPECT_OK((*ep)->finalize());
+        h.fill(0);  // no stray copy of anything keeps a leak reachable
+        checkLeaks();
+    });
+}
+
+// The same through the last finalize, which stops the transport; a re-init then gets a new
+// transport, and the stale handle buffer must not resume the old connector.
+TEST(Handles, AbandonedConnectIsReclaimedAtLastFinalizeAndRefusedAfterReinit) {
+    runIsolated(loopbackEnv(), kBudget, [] {
+        const ProcessResources before = sampleResources();  // no engine threads yet
+        Result<std::unique_ptr<Endpoint>> ep = Endpoint::open(pluginPath());
+        ATLAS_ASSERT_OK(ep);
+        NetApi& net = (*ep)->net();
+        Handle h{};
+        void* lc = nullptr;
+        ASSERT_EQ(net.listen((*ep)->ctx(), 0, h.data(), &lc), ncclSuccess);
+        void* sc = nullptr;
+        ASSERT_EQ(net.connect((*ep)->ctx(), 0, h.data(), &sc), ncclSuccess);
+        ASSERT_EQ(sc, nullptr);
+        ASSERT_EQ(net.closeListen(lc), ncclSuccess);
+        ATLAS_ASSERT_OK((*ep)->finalize());
+        EXPECT_EQ(sampleResources().fds, before.fds) << "sockets left after the last finalize";
+        expectOnlyTestThread("after the last finalize");
+
+        void* ctx = nullptr;
+        ASSERT_EQ(net.init(&ctx, captureLogger), ncclSuccess);
+        ATLAS_EXPECT_REFUSED(net.connect(ctx, 0, h.data(), &sc), "connect", "no longer has");
+        EXPECT_EQ(sc, nullptr);
+        ASSERT_EQ(net.finalize(ctx), ncclSuccess);
+        h.fill(0);
         checkLeaks();
     });
 }
