@@ -9,3 +9,4 @@ atlas_add_microbench(tokenizer_bench SOURCES tokenizer_bench.cc LIBS atlas::toke
 target_compile_definitions(tokenizer_bench PRIVATE ATLAS_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 target_include_directories(tokenizer_bench PRIVATE ${PROJECT_SOURCE_DIR})
 atlas_add_microbench(netstat_bench SOURCES netstat_bench.cc LIBS atlas::plugin_internal)  # stats segment hooks per message and per sample (docs/netstat.md)
+atlas_add_microbench(handles_bench SOURCES handles_bench.cc LIBS atlas::plugin_internal)  # handle-table lookups against the isend/irecv/test calls they guard (docs/nccl-abi.md 7.3)
