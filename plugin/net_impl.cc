@@ -1,13 +1,11 @@
 #include "plugin/net_impl.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -26,6 +24,7 @@
 #include "plugin/handle_table.h"
 #include "plugin/log.h"
 #include "plugin/params.h"
+#include "plugin/pending_connects.h"
 #include "plugin/requests.h"
 #include "plugin/wan/admission.h"
 #include "transport/net.h"
@@ -98,23 +97,13 @@ struct MrHandle {
     const void* comm = nullptr;  // the comm's token
 };
 
-// A connect() NCCL has not seen complete. The transport keeps its connector (sockets,
-// handshake state) in the scratch bytes of `handle`, a private copy of NCCL's handle; NCCL's
-// buffer carries only this entry's token (kConnect), at the same offset. NCCL gives up on an
-// attempt by no longer calling connect (an abort during setup): finalize(ctx) then reclaims
-// the attempts of that context, and a later connect() with the stale buffer finds no live
-// token instead of a pointer to freed state.
-struct PendingConnect {
-    void* token = nullptr;
-    void* ctx = nullptr;  // NCCL's context (nullptr on the v8..v10 paths)
-    std::array<uint8_t, transport::kHandleSize> handle{};
-};
+constinit HandleTable g_handles;  // every handle NCCL holds; its own lock
 
 struct GlobalState {
     int refcount = 0;  // live contexts + legacy reference
     bool legacy_ref = false;
     std::unordered_set<Ctx*> contexts;
-    std::unordered_set<PendingConnect*> pending;  // connects in progress
+    PendingConnects pending{&g_handles};  // connects in progress (plugin/pending_connects.h)
     Params params;
     PriorityOrder priority_order = PriorityOrder::kPipelineFirst;  // ATLAS_TRAFFIC_PRIORITY
     std::vector<Device> devices;
@@ -146,7 +135,6 @@ std::set<std::string>* g_interned = nullptr;      // guarded by g_mutex; strings
 const InterfaceSource* g_iface_source = nullptr;  // guarded by g_mutex (test seam)
 std::string* g_sysfs_root = nullptr;              // guarded by g_mutex (test seam)
 std::atomic<int> g_live_comms{0};
-constinit HandleTable g_handles;  // every handle NCCL holds; its own lock
 std::atomic<bool> g_abort_on_error{false};
 std::atomic<seams::FaultHook> g_fault_hook{nullptr};
 
@@ -211,87 +199,6 @@ Status findCtxLocked(void* ctx, const Ctx** out) {
                       " (not returned by init, or already finalized)");
     }
     *out = c;
-    return Status::ok();
-}
-
-// NCCL's handle buffer, while a connect() is in progress: a magic word and the token of its
-// PendingConnect in the scratch bytes (which the listener zeroed).
-constexpr uint32_t kPendingMagic = 0x43505441;  // "ATPC"
-constexpr size_t kPendingOffset = transport::kHandleScratchOffset;
-static_assert(kPendingOffset + 16 <= transport::kHandleSize);
-
-void* pendingTokenIn(const uint8_t* handle) {
-    uint32_t magic = 0;
-    std::memcpy(&magic, handle + kPendingOffset, sizeof(magic));
-    if (magic != kPendingMagic) {
-        return nullptr;
-    }
-    void* token = nullptr;
-    std::memcpy(&token, handle + kPendingOffset + 8, sizeof(token));
-    return token;
-}
-
-void setPendingToken(uint8_t* handle, void* token) {
-    const uint32_t magic = token != nullptr ? kPendingMagic : 0;
-    std::memcpy(handle + kPendingOffset, &magic, sizeof(magic));
-    std::memcpy(handle + kPendingOffset + 8, &token, sizeof(token));
-}
-
-void deletePendingLocked(PendingConnect* pc) {
-    (void)g_handles.remove(HandleKind::kConnect, pc->token);
-    g_state->pending.erase(pc);
-    delete pc;
-}
-
-// Reclaims the connects in progress of context `ctx` (every one when `all`): the transport
-// frees their connectors, their tokens die. Returns how many there were.
-int reclaimPendingLocked(const void* ctx, bool all) {
-    int n = 0;
-    for (auto it = g_state->pending.begin(); it != g_state->pending.end();) {
-        PendingConnect* pc = *it;
-        if (!all && pc->ctx != ctx) {
-            ++it;
-            continue;
-        }
-        it = g_state->pending.erase(it);
-        (void)g_handles.remove(HandleKind::kConnect, pc->token);
-        g_state->transport->abandonConnect(pc->handle.data());
-        delete pc;
-        ++n;
-    }
-    return n;
-}
-
-// The connect in progress that NCCL's handle buffer names, or a new one (its token written
-// into the buffer) when the buffer is fresh from listen.
-Status pendingConnectLocked(void* ctx, uint8_t* nccl_handle, PendingConnect** out) {
-    if (void* token = pendingTokenIn(nccl_handle)) {
-        PendingConnect* pc = lookup<PendingConnect>(HandleKind::kConnect, token);
-        if (pc == nullptr) {
-            return misuse(
-                "the handle carries a connection attempt this plugin no longer has (given up "
-                "and reclaimed at finalize, or from an earlier load of the plugin); connect "
-                "needs a handle fresh from listen");
-        }
-        if (pc->ctx != ctx) {
-            return misuse("connect resumed under another context than the one it began with");
-        }
-        *out = pc;
-        return Status::ok();
-    }
-    auto pc = std::make_unique<PendingConnect>();
-    pc->ctx = ctx;
-    // The listener's part only: the scratch stays zero for the transport's connector.
-    std::memcpy(pc->handle.data(), nccl_handle, kPendingOffset);
-    ATLAS_RETURN_IF_ERROR(addHandle(HandleKind::kConnect, pc.get()));
-    try {
-        g_state->pending.insert(pc.get());
-    } catch (...) {
-        (void)g_handles.remove(HandleKind::kConnect, pc->token);
-        throw;
-    }
-    setPendingToken(nccl_handle, pc->token);
-    *out = pc.release();
     return Status::ok();
 }
 
@@ -465,7 +372,7 @@ Status releaseIfUnusedLocked() {
                       " comm(s) still open; keeping the engine threads alive");
     }
     // Attempts of the v8..v10 paths (no finalize of their own); none is left otherwise.
-    (void)reclaimPendingLocked(nullptr, true);
+    (void)g_state->pending.reclaim(nullptr, true, g_state->transport.get());
     delete g_state;
     g_state = nullptr;
     ATLAS_INFO("last reference released: engine threads stopped");
@@ -486,7 +393,7 @@ bool unloadState() noexcept {
                            open);
                 return false;
             }
-            (void)reclaimPendingLocked(nullptr, true);
+            (void)g_state->pending.reclaim(nullptr, true, g_state->transport.get());
             for (Ctx* c : g_state->contexts) {
                 (void)g_handles.remove(HandleKind::kCtx, c->token);
                 delete c;
@@ -684,7 +591,7 @@ ncclResult_t finalize(void* ctx) {
         }
         g_state->contexts.erase(c);
         // Connects NCCL gave up on under this communicator (an abort during setup).
-        const int reclaimed = reclaimPendingLocked(ctx, false);
+        const int reclaimed = g_state->pending.reclaim(ctx, false, g_state->transport.get());
         if (reclaimed > 0) {
             ATLAS_INFO(
                 "finalize commId 0x%llx: reclaimed %d connection attempt(s) that never "
@@ -843,7 +750,7 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
             const Ctx* c = nullptr;
             ATLAS_RETURN_IF_ERROR(findCtxLocked(ctx, &c));
             ATLAS_RETURN_IF_ERROR(checkDevLocked(dev));
-            ATLAS_RETURN_IF_ERROR(pendingConnectLocked(ctx, nccl_handle, &pc));
+            ATLAS_RETURN_IF_ERROR(g_state->pending.resume(ctx, nccl_handle, &pc));
             if (c != nullptr) {
                 comm_id = c->comm_id;
                 tc = c->traffic_class;
@@ -864,8 +771,7 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
         if (!st.isOk() || sc != nullptr) {
             // The transport freed its connector: the attempt is over, the buffer reusable.
             std::lock_guard<std::mutex> lock(g_mutex);
-            deletePendingLocked(pc);
-            setPendingToken(nccl_handle, nullptr);
+            g_state->pending.finish(pc, nccl_handle);
         }
         ATLAS_RETURN_IF_ERROR(st);
         if (sc == nullptr) {

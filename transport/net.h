@@ -87,6 +87,11 @@ struct SocketAddress {
 // them and connect() keeps its in-progress state there.
 constexpr size_t kHandleSize = 128;
 constexpr size_t kHandleScratchOffset = 64;
+// A scratch slot: a magic word and a pointer-sized value at kHandleScratchOffset. Get returns
+// the value stored under `magic`, nullptr when the slot holds something else or nothing; Set
+// with nullptr clears it. The transport keeps its connector there; the plugin a token.
+void* handleScratchGet(const uint8_t handle[kHandleSize], uint32_t magic);
+void handleScratchSet(uint8_t handle[kHandleSize], uint32_t magic, void* value);
 
 class Request;
 class SendComm;

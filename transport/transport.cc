@@ -14,29 +14,37 @@
 namespace atlas::transport {
 
 namespace {
-// Connector state lives in the scratch half of NCCL's handle buffer (see wire.h): a magic
-// word and a pointer. NCCL calls connect() again with the same buffer until it succeeds.
+// Connector state lives in the scratch half of the handle buffer (see wire.h): a magic
+// word and a pointer. connect() is called again with the same buffer until it succeeds.
 constexpr uint32_t kScratchMagic = 0x53435441;  // "ATCS"
-constexpr size_t kScratchOffset = wire::kHandlePublicBytes;
-static_assert(kScratchOffset == kHandleScratchOffset);
+static_assert(wire::kHandlePublicBytes == kHandleScratchOffset);
+static_assert(kHandleScratchOffset + 16 <= kHandleSize);
 
 Connector* scratchGet(const uint8_t* handle) {
-    uint32_t magic = 0;
-    std::memcpy(&magic, handle + kScratchOffset, sizeof(magic));
-    if (magic != kScratchMagic) {
-        return nullptr;
-    }
-    Connector* c = nullptr;
-    std::memcpy(&c, handle + kScratchOffset + 8, sizeof(c));
-    return c;
+    return static_cast<Connector*>(handleScratchGet(handle, kScratchMagic));
 }
 
 void scratchSet(uint8_t* handle, Connector* c) {
-    const uint32_t magic = c != nullptr ? kScratchMagic : 0;
-    std::memcpy(handle + kScratchOffset, &magic, sizeof(magic));
-    std::memcpy(handle + kScratchOffset + 8, &c, sizeof(c));
+    handleScratchSet(handle, kScratchMagic, c);
 }
 }  // namespace
+
+void* handleScratchGet(const uint8_t handle[kHandleSize], uint32_t magic) {
+    uint32_t found = 0;
+    std::memcpy(&found, handle + kHandleScratchOffset, sizeof(found));
+    if (found != magic) {
+        return nullptr;
+    }
+    void* value = nullptr;
+    std::memcpy(&value, handle + kHandleScratchOffset + 8, sizeof(value));
+    return value;
+}
+
+void handleScratchSet(uint8_t handle[kHandleSize], uint32_t magic, void* value) {
+    const uint32_t stored = value != nullptr ? magic : 0;
+    std::memcpy(handle + kHandleScratchOffset, &stored, sizeof(stored));
+    std::memcpy(handle + kHandleScratchOffset + 8, &value, sizeof(value));
+}
 
 // ---------------------------------------------------------------- Transport
 

@@ -12,18 +12,8 @@
 #include <string>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define ATLAS_ABI_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ATLAS_ABI_LSAN 1
-#endif
-#endif
-#ifdef ATLAS_ABI_LSAN
-#include <sanitizer/lsan_interface.h>
-#endif
-
 #include "tests/abi/isolate.h"
+#include "tests/abi/leak_check.h"
 #include "tests/abi/suites.h"
 
 namespace atlas::abi {
@@ -56,12 +46,6 @@ void expectRefused(ncclResult_t rc, int warns_before, const char* func, const ch
         const int warns_ = warnCount();                  \
         expectRefused((call), warns_, func, why, #call); \
     } while (0)
-
-void checkLeaks() {
-#ifdef ATLAS_ABI_LSAN
-    EXPECT_EQ(__lsan_do_recoverable_leak_check(), 0) << "LeakSanitizer reported leaks (above)";
-#endif
-}
 
 // A page that was mapped and is not any more: dereferencing it crashes.
 void* unmappedAddress() {

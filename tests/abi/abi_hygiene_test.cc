@@ -3,18 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define ATLAS_ABI_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ATLAS_ABI_LSAN 1
-#endif
-#endif
-#ifdef ATLAS_ABI_LSAN
-#include <sanitizer/lsan_interface.h>
-#endif
-
 #include "tests/abi/isolate.h"
+#include "tests/abi/leak_check.h"
 #include "tests/abi/suites.h"
 
 namespace atlas::abi {
@@ -27,7 +17,7 @@ const Nanos kBudget = scaledBudget(240 * kNsPerSec);
 }
 
 // RSS is only meaningful without sanitizers (ASan's quarantine and TSan's shadow grow it);
-// under ASan, LeakSanitizer checks for unreachable allocations instead (checkLeaks below).
+// under ASan, LeakSanitizer checks for unreachable allocations instead (tests/abi/leak_check.h).
 void expectNoRssGrowth(const ProcessResources& before, const ProcessResources& after,
                        size_t slack_bytes) {
 #if defined(ATLAS_SANITIZED)
@@ -36,14 +26,6 @@ void expectNoRssGrowth(const ProcessResources& before, const ProcessResources& a
 #else
     EXPECT_LE(after.rss_pages - before.rss_pages, pagesFor(slack_bytes))
         << "RSS grew by " << (after.rss_pages - before.rss_pages) << " pages";
-#endif
-}
-
-// After finalize, with the plugin still loaded (so its globals still count as roots): every
-// allocation the plugin made must be freed or reachable.
-void checkLeaks() {
-#ifdef ATLAS_ABI_LSAN
-    EXPECT_EQ(__lsan_do_recoverable_leak_check(), 0) << "LeakSanitizer reported leaks (above)";
 #endif
 }
 
