@@ -92,7 +92,12 @@ TEST(Hygiene, TenThousandTransfersLeaveNoGrowth) {
         std::printf("10000 transfers took %.1f ms\n", static_cast<double>(t1 - t0) / 1e6);
         EXPECT_EQ(after.fds, before.fds);
         EXPECT_EQ(after.threads, before.threads);
-        expectNoRssGrowth(before, after, 2 * kMiB);
+        // Slack: allocator noise (2 MiB) plus what the retransmit store may legitimately hold
+        // at its high-water mark, which depends on when confirmations arrive (the machine's
+        // load): up to the confirmation cadence's byte bound (transport/recovery.h
+        // ConfirmCadence, 4 MiB) plus one message. A leak of a few hundred bytes per transfer
+        // still exceeds it over 10000 transfers; LeakSanitizer checks the rest under ASan.
+        expectNoRssGrowth(before, after, 2 * kMiB + transport::ConfirmCadence{}.bytes + kCap);
         // The last message still arrived intact.
         EXPECT_EQ(describePatternMismatch(dst->data(), sizes[(11000 - 1) % std::size(sizes)], 42),
                   "");
