@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "tests/abi/isolate.h"
+#include "transport/recovery.h"
 #include "tests/abi/leak_check.h"
 #include "tests/abi/suites.h"
 
