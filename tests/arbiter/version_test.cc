@@ -65,7 +65,9 @@ TEST(ArbiterVersions, VersionOneClientIsServedAtVersionOneWithTheDefaultPriority
     arbiter::Decoder d;
     uint8_t version = 0;
     arbiter::Hello h;
-    h.client_nonce = arbiter::randomNonce();
+    auto nonce = arbiter::randomNonce();
+    ASSERT_TRUE(nonce.isOk()) << nonce.status().toString();
+    h.client_nonce = *nonce;
     h.pid = 1;
     h.name = "old-plugin";
     ASSERT_TRUE(sendAll(fd, arbiter::encode(h, 1)));
