@@ -806,6 +806,7 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
             RequestOp::kSend, dev, obj->comm->info().nstreams, obj->comm->info().inline_bytes);
         obj->stats = stats;
         obj->requests->setStatsRecord(attachStats(stats, stats_interval, *obj->comm, si));
+        obj->requests->setStreamEvents(&obj->comm->streamEvents());
         const transport::CommInfo& info = obj->comm->info();
         ATLAS_TRACE("connected dev %d to %s: %d stream(s), rtt %.3f ms%s", dev,
                     info.peer.toString().c_str(), info.nstreams,
@@ -866,6 +867,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
         obj->requests =
             std::make_unique<RequestPool>(RequestOp::kRecv, lobj->dev, obj->comm->info().nstreams,
                                           obj->comm->info().inline_bytes);
+        obj->requests->setStreamEvents(&obj->comm->streamEvents());
         {
             std::lock_guard<std::mutex> lock(g_mutex);
             if (g_state != nullptr && g_state->stats != nullptr) {
@@ -1023,6 +1025,8 @@ ncclResult_t test(void* request, int* done, int* sizes) {
         }
         bool finished = false;
         size_t size = 0;
+        // Stream losses and rejoins reach NCCL's profiler from here, on the comm's own thread.
+        r->pool->pollStreamEvents();
         ATLAS_RETURN_IF_ERROR(transport::test(r->inner, &finished, &size));
         if (!finished) {
             return Status::ok();

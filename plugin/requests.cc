@@ -1,8 +1,10 @@
 #include "plugin/requests.h"
 
 #include <bit>
+#include <iterator>
 
 #include "plugin/handle_table.h"
+#include "transport/recovery.h"
 
 namespace atlas::plugin {
 namespace {
@@ -143,7 +145,7 @@ void RequestPool::completed(PluginRequest* r, size_t bytes) {
     unreserve(r);
 }
 
-void RequestPool::reportStreamEvent(int stream, int kind, uint64_t bytes) {
+void RequestPool::reportStreamEvent(int stream, int kind, uint64_t frames) {
     if (g_profiler.load(std::memory_order_relaxed) == nullptr) {
         return;
     }
@@ -160,9 +162,26 @@ void RequestPool::reportStreamEvent(int stream, int kind, uint64_t bytes) {
     d.type = atlasProfileStream;
     d.stream.stream = stream;
     d.stream.event = kind;
-    d.stream.bytes = bytes;
+    d.stream.frames = frames;
     void* ev = parent->event;
     emit(&ev, ncclProfilerNetEventUpdate, nullptr, &d);
+}
+
+void RequestPool::pollStreamEvents() {
+    if (events_ == nullptr || events_->empty()) {
+        return;
+    }
+    transport::StreamEvent batch[8];
+    size_t n = 0;
+    while ((n = events_->drain(batch, std::size(batch))) > 0) {
+        for (size_t i = 0; i < n; ++i) {
+            const transport::StreamEvent& e = batch[i];
+            reportStreamEvent(
+                e.stream,
+                e.kind == transport::StreamEvent::kLost ? atlasStreamReset : atlasStreamRejoin,
+                e.frames);
+        }
+    }
 }
 
 }  // namespace atlas::plugin

@@ -20,8 +20,8 @@
 // ATLAS_PROFILER_NET_ID) with {stream, op, length, nstreams, dev, seq}; test() closes it with
 // UpdateAndStop carrying the bytes that moved (and the stream, now known for receives). A
 // comm closed with requests in flight stops their events. Stream-level events (a reset or
-// rejoin of one stream, issue 16) hang under the oldest open request of their comm:
-// reportStreamEvent() is the hook for them.
+// rejoin of one stream) hang under the oldest open request of their comm: the transport
+// logs them (transport::StreamEventLog) and test() reports them (pollStreamEvents).
 //
 // Cost: without a profiler plugin NCCL's callback returns at its first check, so a request
 // costs two indirect calls. Requests never allocate.
@@ -41,7 +41,8 @@
 
 namespace atlas::transport {
 class Request;
-}
+class StreamEventLog;
+}  // namespace atlas::transport
 
 namespace atlas::plugin {
 
@@ -104,7 +105,13 @@ class RequestPool {
     // oldest in-flight request's open event, with an atlasProfileStream descriptor; dropped
     // when no event is open (NCCL's profiler only takes events under a live parent). `kind`
     // is atlasStreamReset / atlasStreamRejoin. Same thread rule as the rest of the pool.
-    void reportStreamEvent(int stream, int kind, uint64_t bytes);
+    void reportStreamEvent(int stream, int kind, uint64_t frames);
+    // The comm's stream event log (transport/recovery.h); once, before the first post.
+    void setStreamEvents(transport::StreamEventLog* log) { events_ = log; }
+    // Reports what the log holds through reportStreamEvent, oldest first. Called by test()
+    // on the comm's thread: one acquire load when nothing happened. The log is drained with
+    // or without a profiler, so it never holds stale events.
+    void pollStreamEvents();
 
     uint64_t posted_count() const { return next_seq_; }
     // The comm's stats record (plugin/comm_stats.h): completed() counts messages into it.
@@ -125,6 +132,7 @@ class RequestPool {
     uint64_t token_base_ = 0;   // tag and owner bits of this pool's request tokens
     uint64_t salt_ = 0;         // added to the posting number in a token's check bits
     netstat::CommRecord* stats_ = nullptr;
+    transport::StreamEventLog* events_ = nullptr;
     std::array<PluginRequest, kSlots> slots_;
 };
 

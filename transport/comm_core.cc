@@ -467,6 +467,7 @@ void CommCore::loseStream(Stream& s, const std::string& cause) {
         }
         noteConfirmable(now);
     }
+    stream_events_.push({index, StreamEvent::kLost, dead->epoch, static_cast<uint64_t>(resent)});
     ATLAS_LOG_WARN(params_.logger,
                    "%s comm %016" PRIx64 " with %s: stream %d (epoch %u) lost: %s; %s",
                    isSend() ? "send" : "recv", params_.info.session_id,
@@ -543,6 +544,7 @@ void CommCore::installStream(int index, uint32_t epoch, Fd fd) {
     streams_[static_cast<size_t>(index)] = makeStream(index, epoch, std::move(fd));
     lane.epoch = epoch;
     RecoveryCounters::add(counters_.rejoins, 1);
+    stream_events_.push({index, StreamEvent::kRejoined, epoch, 0});
     ATLAS_LOG_WARN(
         params_.logger,
         "%s comm %016" PRIx64 " with %s: stream %d rejoined (epoch %u) %" PRId64

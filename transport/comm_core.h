@@ -120,6 +120,8 @@ class CommCore final {
     const CommInfo& info() const { return params_.info; }
     Engine* engine() const { return engine_; }
     const RecoveryCounters& counters() const { return counters_; }
+    // Stream lost/rejoined events for the poster thread (drained by the plugin's profiler).
+    StreamEventLog& streamEvents() { return stream_events_; }
     // Poster side, before the first post: published to the engine by post()'s release store
     // (the engine reads gate_ only once a posted message waits for striping).
     void setGate(std::unique_ptr<FlowGate> gate) { gate_ = std::move(gate); }
@@ -308,6 +310,7 @@ class CommCore final {
     std::unique_ptr<SendLedger> ledger_;     // send side
     std::unique_ptr<FaultInjector> faults_;  // null: no faults planned (production)
     RecoveryCounters counters_;
+    StreamEventLog stream_events_;
     uint64_t rejoin_token_ = 0;
 
     // Poster side.

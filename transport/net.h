@@ -193,6 +193,8 @@ class SendComm {
     void setStatsSink(std::unique_ptr<CommStatsSink> sink, Nanos interval_ns);
     // What recovery did on this comm (resets, rejoins, resends...); readable from any thread.
     const RecoveryCounters& recovery() const;
+    // Its stream lost/rejoined events; drain from the thread that posts on the comm.
+    StreamEventLog& streamEvents();
 
     struct Impl;
     explicit SendComm(std::unique_ptr<Impl> impl);
@@ -214,6 +216,7 @@ class RecvComm {
     // As SendComm::setStatsSink.
     void setStatsSink(std::unique_ptr<CommStatsSink> sink, Nanos interval_ns);
     const RecoveryCounters& recovery() const;
+    StreamEventLog& streamEvents();
 
     struct Impl;
     explicit RecvComm(std::unique_ptr<Impl> impl);

@@ -7,7 +7,9 @@
 // Units: nanoseconds (atlas::Nanos) and bytes.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "atlas/common/clock.h"
@@ -81,6 +83,60 @@ struct RecoveryPolicy {
 
     // With no live stream since `all_lost_since`, the comm fails at this time.
     Nanos giveUpAt(Nanos all_lost_since) const { return all_lost_since + timeout_ns; }
+};
+
+// One stream-level event of a comm, for NCCL's profiler (plugin/requests.h): a stream was
+// lost, or a lost stream rejoined. `stream` is the transport's index (0 = control stream,
+// 1..n = data streams); `epoch` the incarnation that was lost / that joined; `frames`, for a
+// loss at the sender, the unconfirmed frames it will resend on the other streams (0 else).
+struct StreamEvent {
+    enum Kind : uint8_t { kLost = 1, kRejoined = 2 };
+    int32_t stream = 0;
+    Kind kind = kLost;
+    uint32_t epoch = 0;
+    uint64_t frames = 0;
+};
+
+// A comm's stream events on their way from its owner engine (the one producer) to the thread
+// NCCL drives the comm with (the one consumer). Bounded and lossy: events are diagnostics,
+// never flow control, so a full log drops the new event and counts it; nothing waits.
+class StreamEventLog {
+  public:
+    static constexpr size_t kCapacity = 64;
+
+    // Producer (engine thread).
+    void push(const StreamEvent& e) noexcept {
+        const uint64_t head = head_.load(std::memory_order_relaxed);
+        if (head - tail_.load(std::memory_order_acquire) >= kCapacity) {
+            dropped_.fetch_add(1, std::memory_order_relaxed);
+            return;
+        }
+        ring_[head % kCapacity] = e;
+        head_.store(head + 1, std::memory_order_release);
+    }
+    // Consumer: moves up to `max` events, oldest first, into out; returns how many.
+    size_t drain(StreamEvent* out, size_t max) noexcept {
+        const uint64_t tail = tail_.load(std::memory_order_relaxed);
+        const uint64_t head = head_.load(std::memory_order_acquire);
+        size_t n = static_cast<size_t>(head - tail);
+        n = n < max ? n : max;
+        for (size_t i = 0; i < n; ++i) {
+            out[i] = ring_[(tail + i) % kCapacity];
+        }
+        tail_.store(tail + n, std::memory_order_release);
+        return n;
+    }
+    // Consumer: whether drain() would return nothing (one acquire load; the data-path check).
+    bool empty() const noexcept {
+        return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_relaxed);
+    }
+    uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+
+  private:
+    std::array<StreamEvent, kCapacity> ring_{};
+    alignas(64) std::atomic<uint64_t> head_{0};
+    alignas(64) std::atomic<uint64_t> tail_{0};
+    std::atomic<uint64_t> dropped_{0};
 };
 
 // What recovery did, per comm. Written by the owner engine thread with relaxed atomic

@@ -283,6 +283,9 @@ std::function<void()> SendComm::waker() {
 const RecoveryCounters& SendComm::recovery() const {
     return impl_->core->counters();
 }
+StreamEventLog& SendComm::streamEvents() {
+    return impl_->core->streamEvents();
+}
 
 RecvComm::RecvComm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RecvComm::~RecvComm() {
@@ -302,6 +305,9 @@ void RecvComm::setObserver(std::unique_ptr<RecvObserver> observer) {
 }
 const RecoveryCounters& RecvComm::recovery() const {
     return impl_->core->counters();
+}
+StreamEventLog& RecvComm::streamEvents() {
+    return impl_->core->streamEvents();
 }
 
 }  // namespace atlas::transport

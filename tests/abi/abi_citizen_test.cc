@@ -360,6 +360,60 @@ TEST_P(Profiler, CloseWithRequestInFlightStopsItsEvent) {
     });
 }
 
+// A stream lost and rejoined mid-run (the test-only fault seam resets data stream 2 of the
+// send comm after 8 MiB) is reported as atlasProfileStream Updates under open request events:
+// the reset under a send event and under a receive event (each side saw it), and the rejoin.
+TEST(ProfilerStreams, ResetAndRejoinAreReportedUnderOpenRequests) {
+    runIsolated(loopbackEnv({{"ATLAS_NSTREAMS", "4"},
+                             {"ATLAS_TEST_MODE", "1"},
+                             {"ATLAS_FAULTS", "reset:stream=2,after=8M"}}),
+                kBudget, [] {
+                    InitOptions opts;
+                    opts.profiler = recordingProfiler;
+                    Result<std::unique_ptr<Endpoint>> ep = Endpoint::open(pluginPath(), 12, opts);
+                    ATLAS_ASSERT_OK(ep);
+                    NetApi& net = (*ep)->net();
+                    Deadline deadline(kBudget / 2);
+                    CommPair pair;
+                    ATLAS_ASSERT_OK(connectInProcess(net, (*ep)->ctx(), 0, &pair, deadline));
+                    bool send_reset = false;
+                    bool rejoin = false;
+                    bool recv_reset = false;
+                    for (int i = 0; i < 64 && !(send_reset && rejoin && recv_reset); ++i) {
+                        ATLAS_ASSERT_OK(
+                            profiledTransfer(net, pair, 4 << 20, &g_step_a, &g_step_b, deadline));
+                        const std::vector<ProfEvent> ev = profEvents();
+                        for (const ProfEvent& e : ev) {
+                            if (e.type != ncclProfilerNetEventUpdate || !e.has_descr ||
+                                e.descr.type != atlasProfileStream) {
+                                continue;
+                            }
+                            // The parent: a started request event, and which side it was.
+                            const ProfEvent* parent = nullptr;
+                            for (const ProfEvent& st : ev) {
+                                if (st.type == ncclProfilerNetEventStart && st.handle == e.handle) {
+                                    parent = &st;
+                                }
+                            }
+                            ASSERT_NE(parent, nullptr) << "a stream event under no request";
+                            EXPECT_EQ(e.descr.stream.stream, 2);
+                            const bool send = parent->phandle == &g_step_a;
+                            if (e.descr.stream.event == atlasStreamReset) {
+                                (send ? send_reset : recv_reset) = true;
+                            } else {
+                                EXPECT_EQ(e.descr.stream.event, atlasStreamRejoin);
+                                rejoin = true;
+                            }
+                        }
+                    }
+                    EXPECT_TRUE(send_reset) << "no reset event from the send comm";
+                    EXPECT_TRUE(rejoin) << "no rejoin event";
+                    EXPECT_TRUE(recv_reset) << "no reset event from the receive comm";
+                    ATLAS_EXPECT_OK(closePair(net, &pair));
+                    ATLAS_EXPECT_OK((*ep)->finalizeAndClose());
+                });
+}
+
 INSTANTIATE_TEST_SUITE_P(Citizen, Profiler, ::testing::Values(10, 11, 12),
                          [](const ::testing::TestParamInfo<int>& param_info) {
                              return "v" + std::to_string(param_info.param);

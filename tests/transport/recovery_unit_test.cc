@@ -3,7 +3,10 @@
 // parser and the new wire messages (confirmation body, rejoin handshake, goodbye/abort).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <iterator>
+#include <thread>
 #include <vector>
 
 #include "transport/auth.h"
@@ -436,6 +439,74 @@ TEST(WireRecovery, RejoinMacsBindStreamEpochAndNonces) {
     RejoinNonces fresh = n;
     fresh.server[0] = 3;  // a replay meets a new listener nonce
     EXPECT_FALSE(macEqual(base, rejoinClientMac("key", ctx, 1, 1, fresh)));
+}
+
+}  // namespace
+}  // namespace atlas::transport
+
+namespace atlas::transport {
+namespace {
+
+// The stream event log hands events over oldest first; a full log drops the new event and
+// counts it (never blocks the engine); a drained log takes events again.
+TEST(StreamEventLog, FifoBoundedAndCountsWhatItDrops) {
+    StreamEventLog log;
+    EXPECT_TRUE(log.empty());
+    for (size_t i = 0; i < StreamEventLog::kCapacity + 3; ++i) {
+        log.push({static_cast<int32_t>(i), StreamEvent::kLost, 0, i});
+    }
+    EXPECT_EQ(log.dropped(), 3u);
+    StreamEvent out[16];
+    size_t seen = 0;
+    size_t n = 0;
+    while ((n = log.drain(out, std::size(out))) > 0) {
+        for (size_t i = 0; i < n; ++i) {
+            EXPECT_EQ(out[i].stream, static_cast<int32_t>(seen + i)) << "oldest first";
+        }
+        seen += n;
+    }
+    EXPECT_EQ(seen, StreamEventLog::kCapacity);
+    EXPECT_TRUE(log.empty());
+    log.push({7, StreamEvent::kRejoined, 1, 0});
+    ASSERT_EQ(log.drain(out, 1), 1u);
+    EXPECT_EQ(out[0].stream, 7);
+    EXPECT_EQ(out[0].kind, StreamEvent::kRejoined);
+    EXPECT_EQ(out[0].epoch, 1u);
+}
+
+// One producer thread, one consumer thread: every event arrives once, in order (TSan label).
+TEST(StreamEventLog, OneProducerOneConsumer) {
+    StreamEventLog log;
+    constexpr int kEvents = 20000;
+    std::atomic<bool> done{false};
+    std::thread producer([&] {
+        for (int i = 0; i < kEvents; ++i) {
+            while (true) {
+                const uint64_t before = log.dropped();
+                log.push({i, StreamEvent::kLost, 0, 0});
+                if (log.dropped() == before) {
+                    break;
+                }
+                std::this_thread::yield();  // full: the consumer is behind; offer it again
+            }
+        }
+        done.store(true, std::memory_order_release);
+    });
+    int next = 0;
+    StreamEvent out[8];
+    while (next < kEvents) {
+        const size_t n = log.drain(out, std::size(out));
+        for (size_t i = 0; i < n; ++i) {
+            ASSERT_EQ(out[i].stream, next) << "lost or reordered";
+            ++next;
+        }
+        if (n == 0) {
+            std::this_thread::yield();
+        }
+    }
+    producer.join();
+    EXPECT_TRUE(done.load());
+    EXPECT_TRUE(log.empty());
 }
 
 }  // namespace

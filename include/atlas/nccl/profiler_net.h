@@ -60,7 +60,7 @@ enum {
     atlasProfileStream = 1 << 1,   // a stream-level event (reset, rejoin) under a request
 };
 enum { atlasProfileOpSend = 0, atlasProfileOpRecv = 1 };
-// atlasProfileStream kinds (reported once the resilient transport exists).
+// atlasProfileStream kinds: a stream lost (reset, closed, stalled) / a lost stream rejoined.
 enum { atlasStreamReset = 1, atlasStreamRejoin = 2 };
 // `stream` of a request: the control stream (small messages travel inline on it), or
 // "striped": pieces on the data streams, each to the least-loaded one.
@@ -79,9 +79,10 @@ typedef struct {
             uint64_t seq;   // message number on its comm (0, 1, ...)
         } req;
         struct {
-            int stream;      // 1..nstreams: the data stream; 0: the control stream
-            int event;       // atlasStreamReset / atlasStreamRejoin
-            uint64_t bytes;  // reset: bytes to resend; rejoin: 0
+            int stream;       // 1..nstreams: the data stream; 0: the control stream
+            int event;        // atlasStreamReset / atlasStreamRejoin
+            uint64_t frames;  // reset at the sender: unconfirmed frames resent on the other
+                              // streams; otherwise 0
         } stream;
     };
 } atlasProfilerNetDescr_v1_t;
