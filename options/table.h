@@ -191,6 +191,9 @@ Option<Config> makeOption(std::string_view name, const char* field, const char* 
     std::string accepted = o.accepted;
     o.set = [access, lo, hi, accepted](std::string_view text, Config& c) -> std::string {
         if constexpr (!Kind::kTakesValue) {
+            (void)lo;  // a switch has no value to check (clang: -Wunused-lambda-capture)
+            (void)hi;
+            (void)text;
             detail::store(access(c), Kind::switched());
             return "";
         } else {
