@@ -31,9 +31,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (size >= wire::kFrameHeaderBytes) {
         wire::FrameHeader f;
-        if (wire::decodeFrame(data, 1u << 20, &f).isOk() &&
-            (f.offset > f.total || f.length > f.total - f.offset)) {
-            __builtin_trap();  // validation let an out-of-range frame through
+        if (wire::decodeFrame(data, 1u << 20, &f).isOk()) {
+            // A data frame's range lies inside its message; the control frames (confirmation,
+            // goodbye, abort) carry no range, and a confirmation's length is its body's.
+            if (f.type == wire::FrameType::kData &&
+                (f.offset > f.total || f.length > f.total - f.offset)) {
+                __builtin_trap();  // validation let an out-of-range frame through
+            }
+            if (f.type != wire::FrameType::kData && (f.total != 0 || f.offset != 0)) {
+                __builtin_trap();  // a control frame with a range
+            }
         }
     }
     wire::HsHeader h;
