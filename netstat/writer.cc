@@ -1,12 +1,15 @@
 #include "netstat/writer.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 
@@ -42,6 +45,33 @@ std::string defaultSegmentName() {
     return std::string(kNamePrefix) + std::to_string(::getuid()) + "-" + std::to_string(::getpid());
 }
 
+size_t removeDeadSegments(const std::string& dir) {
+    const std::string mine = std::string(kNamePrefix) + std::to_string(::getuid()) + "-";
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) {
+        return 0;
+    }
+    size_t removed = 0;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string_view name(e->d_name);
+        if (name.size() <= mine.size() || name.substr(0, mine.size()) != mine) {
+            continue;
+        }
+        const std::string_view digits = name.substr(mine.size());
+        long pid = 0;
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+        if (ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) {
+            continue;
+        }
+        if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH &&
+            ::unlink((dir + "/" + std::string(name)).c_str()) == 0) {
+            ++removed;
+        }
+    }
+    ::closedir(d);
+    return removed;
+}
+
 Result<std::unique_ptr<StatsWriter>> StatsWriter::create(const WriterConfig& config) {
     if (config.comm_capacity == 0 || config.comm_capacity > kMaxComms ||
         config.stream_capacity == 0 || config.stream_capacity > kMaxStreamRecords) {
@@ -50,6 +80,8 @@ Result<std::unique_ptr<StatsWriter>> StatsWriter::create(const WriterConfig& con
     std::unique_ptr<StatsWriter> w(new StatsWriter());
     w->path_ = config.dir + "/" + (config.name.empty() ? defaultSegmentName() : config.name);
     const Layout layout = expectedLayout(config.comm_capacity, config.stream_capacity);
+    // Segments of killed processes would otherwise pile up in /dev/shm (and in the tool's list).
+    (void)removeDeadSegments(config.dir);
     // The name carries our pid: a file already there is a leftover of a dead process that had
     // the same pid (a live one cannot), so it is replaced.
     (void)::unlink(w->path_.c_str());

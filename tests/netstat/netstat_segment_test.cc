@@ -2,9 +2,11 @@
 // what does not follow the ABI, released records disappear, and both views render what the
 // records hold (the Prometheus text checked by a strict parser).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "netstat/reader.h"
@@ -147,6 +149,37 @@ TEST_F(Segment, FileRemovedWhenTheWriterGoes) {
     }
     EXPECT_TRUE(listSegments(dir_).empty());
     EXPECT_FALSE(readSegmentFile(path).isOk());
+}
+
+// A process killed with SIGKILL leaves its segment behind; the next writer in that directory
+// removes it, and leaves alone the segment of a live pid, another user's and a foreign name.
+TEST_F(Segment, SegmentsOfDeadProcessesAreRemoved) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        _exit(0);
+    }
+    ASSERT_EQ(waitpid(child, nullptr, 0), child);  // reaped: the pid is gone
+    const std::string prefix = dir_ + "/" + kNamePrefix + std::to_string(getuid()) + "-";
+    const std::string dead = prefix + std::to_string(child);
+    const std::string live = prefix + std::to_string(getppid());
+    const std::string other_user =
+        dir_ + "/" + kNamePrefix + std::to_string(getuid() + 1) + "-" + std::to_string(child);
+    const std::string foreign = prefix + "12x";
+    for (const std::string& p : {dead, live, other_user, foreign}) {
+        std::ofstream(p) << "x";
+    }
+    {
+        auto w = writer();
+        ASSERT_NE(w, nullptr);
+        EXPECT_NE(access(dead.c_str(), F_OK), 0) << "a dead process's segment was kept";
+        EXPECT_EQ(access(live.c_str(), F_OK), 0);
+        EXPECT_EQ(access(other_user.c_str(), F_OK), 0);
+        EXPECT_EQ(access(foreign.c_str(), F_OK), 0);
+    }
+    for (const std::string& p : {live, other_user, foreign}) {
+        (void)unlink(p.c_str());
+    }
 }
 
 // Every header field a reader depends on is checked; each corruption names its problem.
