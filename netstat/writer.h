@@ -45,7 +45,8 @@ std::string defaultSegmentName();
 // Removes the default-named segments (atlas-netstat-<uid>-<pid>) of this user in `dir` whose
 // process is gone: a process killed with SIGKILL never removes its own. A name whose pid
 // lives (any process: pids are reused) or that does not parse is left alone. Returns how
-// many were removed. StatsWriter::create calls it before creating its own file.
+// many were removed. StatsWriter::create calls it before creating its own file. A process in
+// another PID namespace sharing `dir` looks dead here (docs/netstat.md: give it its own dir).
 size_t removeDeadSegments(const std::string& dir);
 
 class StatsWriter {
