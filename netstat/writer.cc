@@ -1,6 +1,5 @@
 #include "netstat/writer.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -12,6 +11,8 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+
+#include "netstat/reader.h"
 
 namespace atlas::netstat {
 namespace {
@@ -46,29 +47,25 @@ std::string defaultSegmentName() {
 }
 
 size_t removeDeadSegments(const std::string& dir) {
-    const std::string mine = std::string(kNamePrefix) + std::to_string(::getuid()) + "-";
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) {
-        return 0;
-    }
+    // The inverse of defaultSegmentName(), over the files listSegments() finds.
+    const std::string mine = dir + "/" + kNamePrefix + std::to_string(::getuid()) + "-";
     size_t removed = 0;
-    while (const dirent* e = ::readdir(d)) {
-        const std::string_view name(e->d_name);
-        if (name.size() <= mine.size() || name.substr(0, mine.size()) != mine) {
+    for (const std::string& path : listSegments(dir)) {
+        if (path.size() <= mine.size() || path.compare(0, mine.size(), mine) != 0) {
             continue;
         }
-        const std::string_view digits = name.substr(mine.size());
+        const char* digits = path.c_str() + mine.size();
+        const char* last = path.c_str() + path.size();
         long pid = 0;
-        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
-        if (ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) {
+        const auto [end, ec] = std::from_chars(digits, last, pid);
+        if (ec != std::errc() || end != last || pid <= 0) {
             continue;
         }
         if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH &&
-            ::unlink((dir + "/" + std::string(name)).c_str()) == 0) {
+            ::unlink(path.c_str()) == 0) {
             ++removed;
         }
     }
-    ::closedir(d);
     return removed;
 }
 
