@@ -17,6 +17,7 @@ IdleRecorder::IdleRecorder() {
 
 void IdleRecorder::posted(uint64_t key, Nanos now_ns) noexcept {
     if (outstanding_.fetch_add(1, std::memory_order_acq_rel) == 0) {
+        opened_.fetch_add(1, std::memory_order_relaxed);
         start_.store(now_ns, std::memory_order_relaxed);
         transfer_start_.store(0, std::memory_order_relaxed);
         transfer_bytes_.store(0, std::memory_order_relaxed);
@@ -44,16 +45,20 @@ void IdleRecorder::completed(uint64_t key, Nanos now_ns) noexcept {
     const Nanos transfer_start = transfer_start_.load(std::memory_order_relaxed);
     const uint64_t transfer_bytes = transfer_bytes_.load(std::memory_order_relaxed);
     outstanding_.fetch_sub(1, std::memory_order_acq_rel);
-    if (leader == key + 1 &&
-        leader_.compare_exchange_strong(leader, 0, std::memory_order_acq_rel)) {
-        const Nanos end = std::max(start, now_ns);
-        ObservedWait w{{start, end}, 0, 0};
-        if (transfer_start != 0 && transfer_bytes != 0) {
-            w.transfer_start_ns = std::min(transfer_start, end);
-            w.transfer_bytes = transfer_bytes;
-        }
-        push(w);
+    if (leader != key + 1) {
+        return;
     }
+    // This receive led the wait, which ends now. Clear the leader unless a post after the
+    // decrement has already opened the next wait; either way this wait is published (it was
+    // once lost here when that post won the race and the CAS failed).
+    leader_.compare_exchange_strong(leader, 0, std::memory_order_acq_rel);
+    const Nanos end = std::max(start, now_ns);
+    ObservedWait w{{start, end}, 0, 0};
+    if (transfer_start != 0 && transfer_bytes != 0) {
+        w.transfer_start_ns = std::min(transfer_start, end);
+        w.transfer_bytes = transfer_bytes;
+    }
+    push(w);
 }
 
 OpenWait IdleRecorder::openWait() const noexcept {

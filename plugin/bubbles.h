@@ -71,6 +71,10 @@ class IdleRecorder {
     bool pop(ObservedWait* out) noexcept;
     uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
     int64_t outstanding() const noexcept { return outstanding_.load(std::memory_order_relaxed); }
+    // Waits opened so far (a post that found no receive outstanding). Every opened wait ends
+    // in the ring, in dropped(), or abandoned with its closing comm: with no comm closed,
+    // opened() == popped + dropped() once no receive is outstanding.
+    uint64_t opened() const noexcept { return opened_.load(std::memory_order_relaxed); }
     // The wait open now (start 0: none) and its transfer, as consistent as one re-check of
     // the leader makes it (a wait that ends meanwhile reads as none). A hint read by the
     // publisher: it may be a tick stale, which costs at most that tick of a window.
@@ -80,6 +84,7 @@ class IdleRecorder {
     void push(const ObservedWait& wait) noexcept;
 
     std::atomic<int64_t> outstanding_{0};
+    std::atomic<uint64_t> opened_{0};
     // The receive that opened the current interval (key + 1; 0 = none) and when it did.
     std::atomic<uint64_t> leader_{0};
     std::atomic<Nanos> start_{0};
