@@ -9,7 +9,7 @@
 // same offset, so a stale buffer is recognised from the table alone. finalize(ctx) reclaims
 // the attempts of its context; the last release reclaims the rest (v8..v10 have no finalize).
 //
-// Threads: every call runs under the caller's lock (net_impl.cc's g_mutex), except that the
+// Threads: every call runs under the caller's lock (plugin/state.h's g_mutex), except that the
 // transport may work on PendingConnect::handle between resume() and finish() outside it: NCCL
 // resumes an attempt on one thread and does not finalize its context meanwhile.
 #pragma once

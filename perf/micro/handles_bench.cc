@@ -138,7 +138,7 @@ void BM_Request_Token(benchmark::State& state) {
     for (auto _ : state) {
         void* h = handles[i];
         benchmark::DoNotOptimize(h);
-        // What net_impl.cc's findRequest does.
+        // What plugin/state.cc's findRequest does.
         uint32_t owner = 0;
         PluginRequest* r = nullptr;
         if (RequestPool::ownerIndex(h, &owner)) {
