@@ -281,16 +281,18 @@ TEST_P(RecoveryTest, OutagePastTheBoundFailsBothSidesWithinIt) {
 }
 
 TEST_P(RecoveryTest, StalledStreamIsDeclaredLostAndItsFramesResent) {
-    // The receiver stops reading stream 1 for 6 s; the sender sees no confirmation from it
-    // while the receive is posted, declares it stalled (after 2 s), resends and rejoins.
+    // The receiver stops reading stream 1 for 30 s; the sender sees no confirmation from it
+    // while the receive is posted, declares it stalled (after 2 s), resends and rejoins (the
+    // rejoined incarnation is not stalled). The transfer takes 2-3 s, 6 s under ASan on a
+    // loaded machine: far from the 30 s it would take waiting for the stall.
     Setup o;
-    o.recv_plan = "stall:stream=1,after=256K,ms=6000,side=recv";
-    o.timeout_ms = 10000;
+    o.recv_plan = "stall:stream=1,after=256K,ms=30000,side=recv";
+    o.timeout_ms = 40000;
     start(o);
     const auto t0 = std::chrono::steady_clock::now();
-    Status st = transfer(p_, 20, 1 << 20, 8);
+    Status st = transfer(p_, 20, 1 << 20, 8, 40000ms);
     ASSERT_TRUE(st.isOk()) << st.toString();
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5500ms);  // did not wait for the stall
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 15000ms);  // did not wait for the stall
     EXPECT_EQ(get(sc().stream_resets), 1u);
     EXPECT_GT(get(sc().resent_bytes), 0u);
     EXPECT_EQ(get(rc().rejoins), 1u);
