@@ -64,7 +64,8 @@ std::vector<std::string_view> spellings(const OptionInfo& o, const std::vector<A
                                         bool env, bool deprecated) {
     std::vector<std::string_view> out;
     for (const Alias& a : aliases) {
-        if (leadsTo(a, o.name, aliases) && isEnvName(a.name) == env && a.deprecated == deprecated) {
+        if (!a.renamed && leadsTo(a, o.name, aliases) && isEnvName(a.name) == env &&
+            a.deprecated == deprecated) {
             out.push_back(a.name);
         }
     }
@@ -88,6 +89,15 @@ std::string details(const OptionInfo& o, const std::vector<Alias>& aliases) {
     }
     if (!old.empty()) {
         parts.push_back(old);
+    }
+    std::string renamed;
+    for (const Alias& a : aliases) {
+        if (a.renamed && a.target == o.name) {
+            renamed += (renamed.empty() ? "renamed from " : ", ") + std::string(a.name);
+        }
+    }
+    if (!renamed.empty()) {
+        parts.push_back(renamed);
     }
     std::string s;
     for (const std::string& p : parts) {
@@ -151,7 +161,8 @@ std::string formatEnvHelp(const std::vector<const OptionInfo*>& options,
             line(o->name, std::string(o->doc) + details(*o, aliases));
         }
         for (const Alias& a : aliases) {
-            if (a.target == o->name && isEnvName(a.name) && !isEnvName(o->name) && !a.deprecated) {
+            if (a.target == o->name && isEnvName(a.name) && !isEnvName(o->name) && !a.deprecated &&
+                !a.renamed) {
                 line(a.name, "as " + std::string(o->name) + " when it is not given");
             }
         }
@@ -186,6 +197,11 @@ std::string markdownTable(const std::vector<const OptionInfo*>& options,
         for (bool env : {false, true}) {
             for (std::string_view s : spellings(*o, aliases, env, true)) {
                 meaning += "; old spelling `" + std::string(s) + "` (warns)";
+            }
+        }
+        for (const Alias& a : aliases) {
+            if (a.renamed && a.target == o->name) {
+                meaning += "; renamed from `" + std::string(a.name) + "` (refused)";
             }
         }
         const std::string def = !o->takes_value           ? "-"

@@ -10,8 +10,9 @@
 //   lo, hi   the accepted range (0, 0 where the kind has none)
 //   METAVAR  the value's name in help ("MS"); "" for switches and variables
 // plus an alias list X(ALIAS, TARGET, deprecated): a second spelling of a flag or variable,
-// an ATLAS_* variable that feeds a flag (the flag wins), or an old name that still works and
-// warns (deprecated = true).
+// an ATLAS_* variable that feeds a flag (the flag wins), an old name that still works and
+// warns (deprecated = true), or an old name that no longer works (options::kRenamed): using
+// it is an error that names TARGET, so a script with the old name fails and says what to write.
 //
 // ATLAS_OPTIONS_TABLE builds the Table and rejects a duplicate name at compile time. Parsing
 // reports every problem at once (errors name the flag or variable, the value and what is
@@ -52,7 +53,18 @@ struct Alias {
     std::string_view name;
     std::string_view target;
     bool deprecated = false;
+    bool renamed = false;  // not accepted: naming it is an error that names `target`
 };
+
+// The third argument of an alias entry that marks a renamed name (see above).
+struct Renamed {};
+inline constexpr Renamed kRenamed{};
+constexpr Alias makeAlias(std::string_view name, std::string_view target, bool deprecated) {
+    return Alias{name, target, deprecated, false};
+}
+constexpr Alias makeAlias(std::string_view name, std::string_view target, Renamed) {
+    return Alias{name, target, false, true};
+}
 
 // Names that configure by environment: anything that does not start with '-'.
 inline bool isEnvName(std::string_view name) {
@@ -87,7 +99,7 @@ struct Table {
             }
             const Alias* next = nullptr;
             for (const auto& a : aliases) {
-                if (a.name == name) {
+                if (a.name == name && !a.renamed) {
                     next = &a;
                 }
             }
@@ -100,6 +112,15 @@ struct Table {
             name = next->target;
         }
         return nullptr;
+    }
+    // The new name of a renamed name (an alias entry with kRenamed), or "" when `name` is not one.
+    std::string_view renamedTo(std::string_view name) const {
+        for (const auto& a : aliases) {
+            if (a.renamed && a.name == name) {
+                return a.target;
+            }
+        }
+        return {};
     }
     std::vector<const OptionInfo*> infos() const {
         std::vector<const OptionInfo*> out;
@@ -226,7 +247,7 @@ Option<Config> makeOption(std::string_view name, const char* field, const char* 
     ::atlas::options::makeOption<Config, Kind>(                    \
         NAME, #FIELD, METAVAR, DOC, LO, HI, [](auto& c) -> auto& { return c.FIELD; }),
 #define ATLAS_OPTION_ALIAS_MAKE(NAME, TARGET, DEPRECATED) \
-    ::atlas::options::Alias{NAME, TARGET, DEPRECATED},
+    ::atlas::options::makeAlias(NAME, TARGET, DEPRECATED),
 #define ATLAS_OPTION_NAME_OF(NAME, ...) std::string_view(NAME),
 
 // Expands to an expression of type Table<CONFIG> built from the X-macro lists OPTIONS and
@@ -248,6 +269,11 @@ Option<Config> makeOption(std::string_view name, const char* field, const char* 
 #define ATLAS_OPTIONS_NO_ALIASES(X)
 
 // ---- reading values ----
+
+// "'--guard-band-us' was renamed: use --end-margin-us" for a renamed alias `a`.
+inline std::string renamedError(const Alias& a) {
+    return "'" + std::string(a.name) + "' was renamed: use " + std::string(a.target);
+}
 
 // Sets option `o` from `text` (spelled `spelled`: the name or alias the user wrote). On an
 // error, adds "SPELLED='text' <reason>" to `into->errors`.
@@ -273,6 +299,11 @@ void readEnv(const Table<Config>& table, const EnvLookup& env, Parsed<Config>* i
         const char* v = env(std::string(name).c_str());
         return v == nullptr || v[0] == '\0' ? nullptr : v;
     };
+    for (const Alias& a : table.aliases) {
+        if (a.renamed && isEnvName(a.name) && value(a.name) != nullptr) {
+            into->errors.push_back(renamedError(a));
+        }
+    }
     // Deprecated spellings first, so that a current one set as well overrides them.
     for (bool deprecated : {true, false}) {
         for (const Alias& a : table.aliases) {
@@ -329,6 +360,14 @@ void readArgs(const Table<Config>& table, const std::vector<std::string>& args,
         }
         const Alias* via = nullptr;
         const Option<Config>* o = table.find(name, &via);
+        if (const std::string_view to = table.renamedTo(name); !to.empty()) {
+            into->errors.push_back(renamedError(Alias{name, to, false, true}));
+            const Option<Config>* now = table.find(to);
+            if (!has_inline && now != nullptr && now->takes_value && i + 1 < args.size()) {
+                ++i;  // its value, not a positional word
+            }
+            continue;
+        }
         if (o == nullptr || isEnvName(o->name)) {
             std::vector<std::string_view> flags;
             for (const auto& opt : table.options) {
@@ -368,12 +407,16 @@ void readArgs(const Table<Config>& table, const std::vector<std::string>& args,
 }
 
 // Sets option `name` (a flag or variable name, or an alias) from text: for config files
-// whose keys are option names. Returns false when there is no such option.
+// whose keys are option names. A renamed name adds renamedError() to `into->errors`. Returns
+// false when there is no such option (renamed or not).
 template <typename Config>
 bool applyNamed(const Table<Config>& table, std::string_view name, std::string_view text,
                 Parsed<Config>* into) {
     const Option<Config>* o = table.find(name);
     if (o == nullptr) {
+        if (const std::string_view to = table.renamedTo(name); !to.empty()) {
+            into->errors.push_back(renamedError(Alias{name, to, false, true}));
+        }
         return false;
     }
     applyValue(*o, name, text, into);

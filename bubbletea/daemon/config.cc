@@ -188,9 +188,9 @@ struct DaemonFlags {
     X("--random-weights", String, config.random_weights, 0, 0, "SHAPE",                            \
       "random weights of a shape preset instead of --model-dir (tiny, small, llama-3.2-1b, "       \
       "llama-3.2-3b, llama-3-8b, llama-3.1-8b, llama-2-7b)")                                       \
-    X("--tokenizer", Path, config.tokenizer, 0, 0, "FILE",                                          \
+    X("--tokenizer", Path, config.tokenizer, 0, 0, "FILE",                                         \
       "Hugging Face tokenizer.json for text prompts and /tokenize (default: the model dir's "      \
-      "tokenizer.json, if any); with --random-weights it sets the vocabulary size")                 \
+      "tokenizer.json, if any); with --random-weights it sets the vocabulary size")                \
     X("--random-dtype", WeightDtype, config.random_dtype, 0, 0, "DTYPE",                           \
       "weight dtype of --random-weights")                                                          \
     X("--seed", Uint, config.seed, 0, INT64_MAX, "N", "seed of --random-weights")                  \
@@ -229,13 +229,13 @@ struct DaemonFlags {
     X("--min-chunk-tokens", Uint, config.min_chunk_tokens, 1, 1 << 20, "N",                        \
       "smallest chunk started unless it finishes the prompt")                                      \
     X("--max-chunk-tokens", Uint, config.max_chunk_tokens, 1, 1 << 24, "N", "largest chunk")       \
-    X("--guard-band-us", Micros, config.guard_ns, 0, 1e7, "US",                                    \
-      "initial (and minimum) guard band the daemon keeps before each window's end (its own, "      \
+    X("--end-margin-us", Micros, config.end_margin_ns, 0, 1e7, "US",                               \
+      "initial (and minimum) end margin the daemon keeps before each window's end (its own, "      \
       "after the plugin's ATLAS_BUBBLE_GUARD_US shrank the window)")                               \
-    X("--max-guard-band-us", Micros, config.max_guard_ns, 0, 1e8, "US",                            \
-      "ceiling of the overrun-driven guard band")                                                  \
-    X("--guard-half-life-ms", Millis, config.guard_half_life_ns, 1, 3.6e6, "MS",                   \
-      "without overruns, the guard band's excess over its minimum halves this often")              \
+    X("--max-end-margin-us", Micros, config.max_end_margin_ns, 0, 1e8, "US",                       \
+      "ceiling of the overrun-driven end margin")                                                  \
+    X("--end-margin-half-life-ms", Millis, config.end_margin_half_life_ns, 1, 3.6e6, "MS",         \
+      "without overruns, the end margin's excess over its minimum halves this often")              \
     X("--error-margin", Double, config.error_margin, 0, 20, "K",                                   \
       "a chunk must fit with its predicted time stretched by K x the cost model's recent "         \
       "relative error (0: predicted time only)")                                                   \
@@ -268,10 +268,13 @@ struct DaemonFlags {
     X("--transport-streams", Uint, config.transport_streams, 0, 64, "N",                           \
       "TCP streams per KV connection (0: from the RTT)")
 
-#define ATLAS_BUBBLETEA_ALIASES(X)                   \
-    X("-h", "--help", false)                         \
-    X("--engine-threads", "--compute-threads", true) \
-    X("ATLAS_BUBBLE_CHANNEL", "--channel", false)    \
+#define ATLAS_BUBBLETEA_ALIASES(X)                                            \
+    X("-h", "--help", false)                                                  \
+    X("--engine-threads", "--compute-threads", true)                          \
+    X("--guard-band-us", "--end-margin-us", options::kRenamed)                \
+    X("--max-guard-band-us", "--max-end-margin-us", options::kRenamed)        \
+    X("--guard-half-life-ms", "--end-margin-half-life-ms", options::kRenamed) \
+    X("ATLAS_BUBBLE_CHANNEL", "--channel", false)                             \
     X("ATLAS_LOCAL_RANK", "--local-rank", false)
 
 const options::Table<DaemonFlags>& table() {
@@ -320,7 +323,11 @@ void applyJson(const std::string& text, const std::string& source,
         const std::string name = "--" + it.key();
         const options::Option<DaemonFlags>* o = table().find(name);
         if (o == nullptr || o->name == "--config" || o->name == "--help") {
-            into->errors.push_back(source + ": unknown key '" + it.key() + "'");
+            const std::string_view to = table().renamedTo(name);
+            into->errors.push_back(source + ": " +
+                                   (to.empty() ? "unknown key '" + it.key() + "'"
+                                               : "key '" + it.key() + "' was renamed: use '" +
+                                                     std::string(to.substr(2)) + "'"));
             continue;
         }
         std::string value;
@@ -480,8 +487,8 @@ Status validateDaemonConfig(const DaemonConfig& c) {
     if (c.min_chunk_tokens > c.max_chunk_tokens) {
         return {Code::kInvalidArgument, "--min-chunk-tokens exceeds --max-chunk-tokens"};
     }
-    if (c.max_guard_ns < c.guard_ns) {
-        return {Code::kInvalidArgument, "--max-guard-band-us is below --guard-band-us"};
+    if (c.max_end_margin_ns < c.end_margin_ns) {
+        return {Code::kInvalidArgument, "--max-end-margin-us is below --end-margin-us"};
     }
     if (c.log_level != "warn" && c.log_level != "info" && c.log_level != "trace") {
         return {Code::kInvalidArgument, "--log-level: expected warn, info or trace"};

@@ -72,9 +72,9 @@ struct DaemonConfig {
     Nanos default_ttft_ns = 2 * kNsPerSec;
     int64_t min_chunk_tokens = 16;
     int64_t max_chunk_tokens = 2048;
-    Nanos guard_ns = 300 * kNsPerUs;
-    Nanos max_guard_ns = 50 * kNsPerMs;
-    Nanos guard_half_life_ns = 10 * kNsPerSec;
+    Nanos end_margin_ns = 300 * kNsPerUs;
+    Nanos max_end_margin_ns = 50 * kNsPerMs;
+    Nanos end_margin_half_life_ns = 10 * kNsPerSec;
     double error_margin = 2.0;
     std::vector<int64_t> profile_tokens = {16, 64, 256};
     std::vector<int64_t> profile_contexts = {0, 512};

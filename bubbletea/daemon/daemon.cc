@@ -225,7 +225,7 @@ void Daemon::Impl::handleHealth(const Responder& respond) {
               {"windows", worker->windowNote()},
               {"windows_withdrawn", g.windows_withdrawn},
               {"queue_depth", g.queue_depth},
-              {"guard_band_us", g.guard_band_s * 1e6}};
+              {"end_margin_us", g.end_margin_s * 1e6}};
     HttpResponse r;
     r.status = draining ? 503 : 200;
     r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -505,9 +505,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config, Logge
     wc.scheduler.queue_limit = config.queue_limit;
     wc.scheduler.min_chunk_tokens = config.min_chunk_tokens;
     wc.scheduler.max_chunk_tokens = config.max_chunk_tokens;
-    wc.scheduler.guard_ns = config.guard_ns;
-    wc.scheduler.max_guard_ns = config.max_guard_ns;
-    wc.scheduler.guard_half_life_ns = config.guard_half_life_ns;
+    wc.scheduler.end_margin_ns = config.end_margin_ns;
+    wc.scheduler.max_end_margin_ns = config.max_end_margin_ns;
+    wc.scheduler.end_margin_half_life_ns = config.end_margin_half_life_ns;
     wc.scheduler.error_margin = config.error_margin;
     wc.poll_ns = config.poll_ns;
     wc.kv_dtype = config.kv_dtype;

@@ -127,8 +127,8 @@ std::string Metrics::render(const SchedulerGauges& g) const {
     counter(&out, "bubbletea_requests_expired_total",
             "Admitted requests dropped when their TTFT deadline passed.",
             static_cast<double>(g.expired));
-    gauge(&out, "bubbletea_guard_band_seconds", "Current guard band before each window's end.",
-          g.guard_band_s);
+    gauge(&out, "bubbletea_end_margin_seconds", "Current end margin before each window's end.",
+          g.end_margin_s);
     counter(&out, "bubbletea_window_seconds_total", "Predicted window time that has elapsed.",
             g.window_s_total);
     counter(&out, "bubbletea_window_busy_seconds_total", "Prefill time inside predicted windows.",

@@ -35,7 +35,7 @@ class Histogram {
 // Values the worker publishes for /metrics (copied under its lock on each scrape).
 struct SchedulerGauges {
     uint64_t queue_depth = 0;
-    double guard_band_s = 0;
+    double end_margin_s = 0;
     double cost_a_ns = 0;
     double cost_b_ns_per_token = 0;
     double cost_c_ns_per_pair = 0;

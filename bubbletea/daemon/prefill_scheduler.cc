@@ -81,10 +81,10 @@ const char* admitOutcomeName(AdmitOutcome outcome) {
 }
 
 PrefillScheduler::PrefillScheduler(SchedulerConfig config, CostModel& model)
-    : config_(config), model_(model), guard_ns_(config.guard_ns) {
+    : config_(config), model_(model), end_margin_ns_(config.end_margin_ns) {
     config_.min_chunk_tokens = std::max<int64_t>(1, config_.min_chunk_tokens);
     config_.max_chunk_tokens = std::max(config_.min_chunk_tokens, config_.max_chunk_tokens);
-    config_.max_guard_ns = std::max(config_.max_guard_ns, config_.guard_ns);
+    config_.max_end_margin_ns = std::max(config_.max_end_margin_ns, config_.end_margin_ns);
 }
 
 bool PrefillScheduler::edfLess(const Entry& a, const Entry& b) {
@@ -94,19 +94,19 @@ bool PrefillScheduler::edfLess(const Entry& a, const Entry& b) {
     return a.seq < b.seq;
 }
 
-void PrefillScheduler::decayGuard(Nanos now_ns) {
-    if (guard_updated_ns_ == INT64_MIN || now_ns <= guard_updated_ns_) {
-        guard_updated_ns_ = std::max(guard_updated_ns_, now_ns);
+void PrefillScheduler::decayEndMargin(Nanos now_ns) {
+    if (end_margin_updated_ns_ == INT64_MIN || now_ns <= end_margin_updated_ns_) {
+        end_margin_updated_ns_ = std::max(end_margin_updated_ns_, now_ns);
         return;
     }
-    model_.relax(now_ns - guard_updated_ns_);
-    if (guard_ns_ > config_.guard_ns && config_.guard_half_life_ns > 0) {
-        const double halves = static_cast<double>(now_ns - guard_updated_ns_) /
-                              static_cast<double>(config_.guard_half_life_ns);
-        const auto excess = static_cast<double>(guard_ns_ - config_.guard_ns);
-        guard_ns_ = config_.guard_ns + static_cast<Nanos>(excess * std::exp2(-halves));
+    model_.relax(now_ns - end_margin_updated_ns_);
+    if (end_margin_ns_ > config_.end_margin_ns && config_.end_margin_half_life_ns > 0) {
+        const double halves = static_cast<double>(now_ns - end_margin_updated_ns_) /
+                              static_cast<double>(config_.end_margin_half_life_ns);
+        const auto excess = static_cast<double>(end_margin_ns_ - config_.end_margin_ns);
+        end_margin_ns_ = config_.end_margin_ns + static_cast<Nanos>(excess * std::exp2(-halves));
     }
-    guard_updated_ns_ = now_ns;
+    end_margin_updated_ns_ = now_ns;
 }
 
 PrefillScheduler::SimResult PrefillScheduler::simulate(const std::vector<Entry>& edf, Nanos now_ns,
@@ -132,7 +132,7 @@ PrefillScheduler::SimResult PrefillScheduler::simulate(const std::vector<Entry>&
             if (w == nullptr) {
                 break;
             }
-            const Nanos usable_end = w->end_ns - guard_ns_;
+            const Nanos usable_end = w->end_ns - end_margin_ns_;
             if (usable_end <= w->start_ns || cursor >= usable_end) {
                 walker.advance();
                 continue;
@@ -161,7 +161,7 @@ PrefillScheduler::SimResult PrefillScheduler::simulate(const std::vector<Entry>&
 
 AdmitResult PrefillScheduler::admit(RequestId id, int64_t prompt_tokens, Nanos deadline_ns,
                                     Nanos now_ns, const WindowPlan& plan) {
-    decayGuard(now_ns);
+    decayEndMargin(now_ns);
     AdmitResult result;
     auto retryHint = [&]() {
         const Nanos drain = predictedDrainNs(now_ns, plan);
@@ -222,7 +222,7 @@ AdmitResult PrefillScheduler::admit(RequestId id, int64_t prompt_tokens, Nanos d
 }
 
 Decision PrefillScheduler::next(Nanos now_ns, const WindowPlan& plan) {
-    decayGuard(now_ns);
+    decayEndMargin(now_ns);
     Decision d;
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
         if (it->deadline_ns <= now_ns) {
@@ -242,7 +242,7 @@ Decision PrefillScheduler::next(Nanos now_ns, const WindowPlan& plan) {
     const Window* after = nullptr;
     for (size_t i = 0; i < plan.windows.size(); ++i) {
         const Window& cand = plan.windows[i];
-        const Nanos usable_end = cand.end_ns - guard_ns_;
+        const Nanos usable_end = cand.end_ns - end_margin_ns_;
         if (usable_end > now_ns && usable_end > cand.start_ns) {
             w = &cand;
             after = i + 1 < plan.windows.size() ? &plan.windows[i + 1] : nullptr;
@@ -260,7 +260,7 @@ Decision PrefillScheduler::next(Nanos now_ns, const WindowPlan& plan) {
     const int64_t remaining = head.total_tokens - head.done_tokens;
     const int64_t need = std::min(config_.min_chunk_tokens, remaining);
     const auto budget =
-        static_cast<Nanos>(static_cast<double>(w->end_ns - guard_ns_ - now_ns) / stretch());
+        static_cast<Nanos>(static_cast<double>(w->end_ns - end_margin_ns_ - now_ns) / stretch());
     const int64_t t = model_.largestFitting(head.done_tokens,
                                             std::min(remaining, config_.max_chunk_tokens), budget);
     if (t < need || t <= 0) {
@@ -306,17 +306,17 @@ void PrefillScheduler::chunkDone(const ChunkOutcome& outcome) {
         ++stats_.chunks;
     }
     // Cancelled chunks count too: one the watcher stopped at its window's end still ran
-    // past it, and the guard band must learn from that.
-    decayGuard(outcome.finished_ns);
+    // past it, and the end margin must learn from that.
+    decayEndMargin(outcome.finished_ns);
     if (outcome.finished_ns > outcome.window_end_ns) {
         const Nanos over = outcome.finished_ns - outcome.window_end_ns;
         ++stats_.overruns;
         stats_.overrun_ns_total += over;
-        // Grow by twice the overrun, but by at most max(guard, guard_step) at a time: a
-        // one-off stall (a preempted engine, 5x its usual time) must not push the guard band
+        // Grow by twice the overrun, but by at most max(margin, end_margin_step) at a time: a
+        // one-off stall (a preempted engine, 5x its usual time) must not push the end margin
         // past the windows themselves; repeated overruns still double it quickly.
-        const Nanos step = std::min(2 * over, std::max(guard_ns_, config_.guard_step_ns));
-        guard_ns_ = std::min(config_.max_guard_ns, guard_ns_ + step);
+        const Nanos step = std::min(2 * over, std::max(end_margin_ns_, config_.end_margin_step_ns));
+        end_margin_ns_ = std::min(config_.max_end_margin_ns, end_margin_ns_ + step);
     }
 }
 

@@ -3,7 +3,7 @@
 //
 // Policy (a pure function of the queue, the window plan, the cost model and `now`):
 //   - Queue order is earliest-deadline-first (ties: arrival order).
-//   - A window [start, end) is usable up to end - guard; the guard band absorbs cost-model
+//   - A window [start, end) is usable up to end - margin; the end margin absorbs cost-model
 //     error and timer slack. A chunk starts only inside a window, and only if its predicted
 //     run time fits in what is left of the usable window: the chunk size is the largest
 //     token count whose predicted time fits (capped by max_chunk_tokens and the tokens left
@@ -16,13 +16,13 @@
 //     meets its deadline miss it; kQueueFull when queue_limit requests are queued.
 //   - A queued request whose deadline passes is expired (next() returns kExpire): its TTFT
 //     is lost, so the client is told at once instead of after more work.
-//   - Overruns (a chunk that ends after its window's end) are counted and raise the guard
-//     band by twice the overrun, but by at most max(guard, guard_step_ns) per overrun (so a
-//     one-off stall cannot push it past the windows), capped at max_guard_ns. Without overruns its
-//     excess over the floor decays with time (half-life guard_half_life_ns), whether or not chunks
-//     run: a guard band grown past the window length must come back, or nothing would ever run
-//     again to prove it could. For the same reason the cost model's speed scale relaxes towards the
-//     profile as time passes (CostModel::relax).
+//   - Overruns (a chunk that ends after its window's end) are counted and raise the end
+//     margin by twice the overrun, but by at most max(margin, end_margin_step_ns) per overrun (so a
+//     one-off stall cannot push it past the windows), capped at max_end_margin_ns. Without overruns
+//     its excess over the floor decays with time (half-life end_margin_half_life_ns), whether or
+//     not chunks run: an end margin grown past the window length must come back, or nothing would
+//     ever run again to prove it could. For the same reason the cost model's speed scale relaxes
+//     towards the profile as time passes (CostModel::relax).
 //
 // Threads: not thread-safe, no I/O, no clock reads; time enters only as arguments. The
 // daemon's worker owns one and guards it (and the CostModel it references) with one mutex.
@@ -41,15 +41,15 @@ namespace atlas::bubbletea {
 using RequestId = uint64_t;
 
 struct SchedulerConfig {
-    size_t queue_limit = 64;          // queued (admitted, unfinished) requests
-    int64_t min_chunk_tokens = 16;    // smallest chunk started unless it ends the prompt
-    int64_t max_chunk_tokens = 2048;  // largest chunk (bounds memory and latency of a call)
-    Nanos guard_ns = 300 * kNsPerUs;  // initial guard band and its floor
-    Nanos max_guard_ns = 50 * kNsPerMs;
-    Nanos guard_step_ns = kNsPerMs;  // largest rise per overrun while the guard is below it
-    Nanos guard_half_life_ns = 10 * kNsPerSec;  // decay of the guard band's excess
+    size_t queue_limit = 64;               // queued (admitted, unfinished) requests
+    int64_t min_chunk_tokens = 16;         // smallest chunk started unless it ends the prompt
+    int64_t max_chunk_tokens = 2048;       // largest chunk (bounds memory and latency of a call)
+    Nanos end_margin_ns = 300 * kNsPerUs;  // initial end margin and its floor
+    Nanos max_end_margin_ns = 50 * kNsPerMs;
+    Nanos end_margin_step_ns = kNsPerMs;  // largest rise per overrun while the margin is below it
+    Nanos end_margin_half_life_ns = 10 * kNsPerSec;  // decay of the end margin's excess
     // A chunk must fit with its predicted time stretched by this many times the cost model's
-    // recent relative error: the guard band is absolute, but timing noise (a contended core,
+    // recent relative error: the end margin is absolute, but timing noise (a contended core,
     // a cold cache) grows with the chunk, and a large chunk in a large window overruns by more
     // than any fixed band that small windows can afford.
     double error_margin = 2.0;
@@ -74,7 +74,7 @@ struct ChunkPlan {
     int64_t tokens = 0;
     bool last = false;  // the chunk ends the prompt
     Nanos predicted_ns = 0;
-    Window window;  // the window it runs in (raw, before the guard band)
+    Window window;  // the window it runs in (raw, before the end margin)
 };
 
 struct Decision {
@@ -124,8 +124,8 @@ class PrefillScheduler {
     Decision next(Nanos now_ns, const WindowPlan& plan);
 
     // Reports a chunk planned by next(). Completed chunks advance the request and feed the
-    // cost model; cancelled ones make no progress. Both count as overruns (raising the guard
-    // band) when they finished after their window's end.
+    // cost model; cancelled ones make no progress. Both count as overruns (raising the end
+    // margin) when they finished after their window's end.
     void chunkDone(const ChunkOutcome& outcome);
 
     // Removes a request (finished, failed or abandoned by its client). False if unknown.
@@ -135,7 +135,7 @@ class PrefillScheduler {
     bool contains(RequestId id) const;
     int64_t doneTokens(RequestId id) const;  // -1 if unknown
     std::vector<RequestId> edfOrder() const;
-    Nanos guardNs() const { return guard_ns_; }
+    Nanos endMarginNs() const { return end_margin_ns_; }
     const SchedulerStats& stats() const { return stats_; }
     const SchedulerConfig& config() const { return config_; }
     // Predicted completion of everything queued (kForeverNs if some request never
@@ -159,14 +159,14 @@ class PrefillScheduler {
 
     SimResult simulate(const std::vector<Entry>& edf, Nanos now_ns, const WindowPlan& plan) const;
     static bool edfLess(const Entry& a, const Entry& b);
-    void decayGuard(Nanos now_ns);
+    void decayEndMargin(Nanos now_ns);
 
     SchedulerConfig config_;
     CostModel& model_;
     std::vector<Entry> queue_;  // sorted by edfLess
     uint64_t next_seq_ = 0;
-    Nanos guard_ns_;
-    Nanos guard_updated_ns_ = INT64_MIN;  // last decayGuard() time
+    Nanos end_margin_ns_;
+    Nanos end_margin_updated_ns_ = INT64_MIN;  // last decayEndMargin() time
     SchedulerStats stats_;
 };
 

@@ -541,7 +541,7 @@ SchedulerGauges Worker::gauges() const {
     const SchedulerStats& s = scheduler_.stats();
     const CostCoefficients c = cost_.coefficients();
     g.queue_depth = scheduler_.queueDepth();
-    g.guard_band_s = static_cast<double>(scheduler_.guardNs()) / 1e9;
+    g.end_margin_s = static_cast<double>(scheduler_.endMarginNs()) / 1e9;
     g.cost_a_ns = c.a_ns;
     g.cost_b_ns_per_token = c.b_ns_per_token;
     g.cost_c_ns_per_pair = c.c_ns_per_pair;

@@ -100,7 +100,7 @@ taskset -c "$LOAD_CPUS" "$BIN/bubbletea-load" --url http://127.0.0.1:$PORT3 \
     --rate "${FILL_RATE:-400}" --duration "${FILL_SECONDS:-20}" --warmup 3 --connections 256 --prompt-dist "${FILL_PROMPTS:-uniform:32:512}" --vocab "${VOCAB:-4096}" \
     --slo-ms 20000 --json "$OUT/fill_${ENGINE}_load.json"
 curl -s http://127.0.0.1:$PORT3/metrics > "$OUT/fill_${ENGINE}_metrics.txt"
-grep -E "^bubbletea_(chunks_total|chunk_overruns_total|chunk_overrun_seconds_total|chunks_cancelled_total|window_fill_fraction|backlogged_window_fill_fraction|backlogged_window_seconds_total|window_seconds_total|guard_band_seconds|cost_model_error_ratio|cost_model_bias_ratio|completions_total|prompt_tokens_total|requests_expired_total|queue_depth)" \
+grep -E "^bubbletea_(chunks_total|chunk_overruns_total|chunk_overrun_seconds_total|chunks_cancelled_total|window_fill_fraction|backlogged_window_fill_fraction|backlogged_window_seconds_total|window_seconds_total|end_margin_seconds|cost_model_error_ratio|cost_model_bias_ratio|completions_total|prompt_tokens_total|requests_expired_total|queue_depth)" \
     "$OUT/fill_${ENGINE}_metrics.txt"
 stop $PID
 kill $SYNTH 2>/dev/null

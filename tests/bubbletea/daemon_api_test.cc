@@ -211,7 +211,7 @@ TEST(DaemonConfig, FlagsOverrideTheConfigFileAndHelpListsEveryFlag) {
     const std::string help = daemonHelp();
     for (const char* flag :
          {"--listen", "--model-dir", "--random-weights", "--engine", "--http-threads", "--channel",
-          "--local-rank", "--guard-band-us", "--queue-limit", "--default-ttft-ms", "--fallback-url",
+          "--local-rank", "--end-margin-us", "--queue-limit", "--default-ttft-ms", "--fallback-url",
           "--decode-url", "--kv-dtype", "--auth-key", "--windows"}) {
         EXPECT_NE(help.find(flag), std::string::npos) << flag;
     }

@@ -82,6 +82,32 @@ TEST(DaemonOptions, EngineThreadsIsTheOldSpellingOfComputeThreads) {
     EXPECT_EQ(fromFile.engine_threads, 2);
 }
 
+// The window-end band was the "guard band" (--guard-band-us ...), a name the plugin's
+// ATLAS_BUBBLE_GUARD_US band also has: the old flags and config keys are refused and the error
+// names the new one, so a script that still passes one fails instead of being misread.
+TEST(DaemonOptions, GuardBandFlagsAreRenamedToEndMargin) {
+    auto now = parse({"--end-margin-us", "500", "--max-end-margin-us", "9000",
+                      "--end-margin-half-life-ms", "20"});
+    ASSERT_TRUE(now.isOk()) << now.status().toString();
+    EXPECT_EQ(now.value().config.end_margin_ns, 500 * kNsPerUs);
+    EXPECT_EQ(now.value().config.max_end_margin_ns, 9 * kNsPerMs);
+    EXPECT_EQ(now.value().config.end_margin_half_life_ns, 20 * kNsPerMs);
+    auto old = parse(
+        {"--guard-band-us", "500", "--max-guard-band-us", "9000", "--guard-half-life-ms", "20"});
+    ASSERT_FALSE(old.isOk());
+    for (const char* part : {"'--guard-band-us' was renamed: use --end-margin-us",
+                             "'--max-guard-band-us' was renamed: use --max-end-margin-us",
+                             "'--guard-half-life-ms' was renamed: use --end-margin-half-life-ms"}) {
+        EXPECT_NE(old.status().message().find(part), std::string::npos) << old.status().message();
+    }
+    DaemonConfig fromFile;
+    const Status file = applyConfigJson(R"({"guard-band-us": 500})", "t.json", &fromFile);
+    ASSERT_FALSE(file.isOk());
+    EXPECT_NE(file.message().find("t.json: key 'guard-band-us' was renamed: use 'end-margin-us'"),
+              std::string::npos)
+        << file.message();
+}
+
 TEST(DaemonOptions, StrictValuesAndEveryProblemAtOnce) {
     auto cm = parse({"--cost-model", "100,2.5,0.001"});
     ASSERT_TRUE(cm.isOk()) << cm.status().toString();

@@ -5,11 +5,11 @@
 #include <atomic>
 #include <future>
 
-#include "channel/channel_writer.h"
 #include "bubbletea/daemon/cost_model.h"
 #include "bubbletea/daemon/null_engine.h"
 #include "bubbletea/engine/model_writer.h"
 #include "bubbletea/engine/weights.h"
+#include "channel/channel_writer.h"
 #include "daemon_test_util.h"
 #include "engine_test_util.h"
 
@@ -70,7 +70,7 @@ TEST(DaemonHttp, MetricsAreServedInPrometheusFormat) {
           "bubbletea_chunks_total", "bubbletea_chunk_overruns_total 0",
           "bubbletea_window_fill_fraction", "bubbletea_ttft_seconds_bucket{le=\"+Inf\"} 1",
           "bubbletea_ttft_seconds_count 1", "bubbletea_kv_bytes_pushed_total 0",
-          "bubbletea_cost_model_error_ratio", "bubbletea_guard_band_seconds",
+          "bubbletea_cost_model_error_ratio", "bubbletea_end_margin_seconds",
           "# TYPE bubbletea_ttft_seconds histogram"}) {
         EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;
     }

@@ -146,9 +146,9 @@ class SchedulerTest : public ::testing::Test {
         c.queue_limit = 8;
         c.min_chunk_tokens = 16;
         c.max_chunk_tokens = 1024;
-        c.guard_ns = 200 * kNsPerUs;
-        c.max_guard_ns = 5 * kMs;
-        c.guard_half_life_ns = 100 * kMs;
+        c.end_margin_ns = 200 * kNsPerUs;
+        c.max_end_margin_ns = 5 * kMs;
+        c.end_margin_half_life_ns = 100 * kMs;
         return c;
     }
     CostModel model_{testCoefficients()};
@@ -156,7 +156,7 @@ class SchedulerTest : public ::testing::Test {
 
 TEST_F(SchedulerTest, NeverStartsAChunkThatCannotFit) {
     // Random window patterns and prompts; chunks run exactly as long as predicted. Every
-    // chunk must start inside a window and be predicted to end before end - guard.
+    // chunk must start inside a window and be predicted to end before end - margin.
     std::mt19937 rng(1234);
     for (int trial = 0; trial < 30; ++trial) {
         PrefillScheduler s(config(), model_);
@@ -186,7 +186,7 @@ TEST_F(SchedulerTest, NeverStartsAChunkThatCannotFit) {
             }
             const ChunkPlan& c = d.chunk;
             ASSERT_GE(now, c.window.start_ns);
-            ASSERT_LE(now + c.predicted_ns, c.window.end_ns - s.guardNs())
+            ASSERT_LE(now + c.predicted_ns, c.window.end_ns - s.endMarginNs())
                 << "chunk of " << c.tokens << " tokens does not fit";
             ASSERT_GE(c.tokens, 1);
             const Nanos end = now + c.predicted_ns;
@@ -212,7 +212,7 @@ TEST_F(SchedulerTest, WaitsForTheNextWindowWhenTheRestIsTooShort) {
     EXPECT_LT(d.chunk.tokens, 100);
     EXPECT_GE(d.chunk.tokens, 16);
     EXPECT_FALSE(d.chunk.last);
-    // With 0.4 ms left (less than the guard + one minimum chunk): wait for window 2.
+    // With 0.4 ms left (less than the end margin + one minimum chunk): wait for window 2.
     d = s.next(9 * kMs + 600 * kNsPerUs, plan);
     ASSERT_EQ(d.kind, Decision::Kind::kWait);
     EXPECT_EQ(d.wake_ns, 20 * kMs);
@@ -252,7 +252,7 @@ TEST_F(SchedulerTest, EarliestDeadlineFirst) {
 
 TEST_F(SchedulerTest, RejectsARequestWhoseDeadlineCannotBeMet) {
     PrefillScheduler s(config(), model_);
-    // 5 ms windows every 50 ms: about 240 tokens per window after the guard band.
+    // 5 ms windows every 50 ms: about 240 tokens per window after the end margin.
     const WindowPlan plan = windowsEvery(0, 50 * kMs, 5 * kMs, 20);
     // 1000 tokens need ~5 windows (~200+ ms): a 100 ms deadline cannot be met.
     AdmitResult r = s.admit(1, 1000, 100 * kMs, 0, plan);
@@ -350,13 +350,13 @@ TEST_F(SchedulerTest, ChunkedPrefillSpansWindowsAndKeepsProgress) {
     }
 }
 
-TEST_F(SchedulerTest, OverrunsRaiseTheGuardBandAndItDecaysWithoutThem) {
+TEST_F(SchedulerTest, OverrunsRaiseTheEndMarginAndItDecaysWithoutThem) {
     PrefillScheduler s(config(), model_);
     const WindowPlan plan = windowsEvery(0, 50 * kMs, 10 * kMs, 100);
     WindowPlan open;
     open.windows.push_back({0, kForeverNs});
     ASSERT_EQ(s.admit(1, 100000, 60 * kNsPerSec, 0, open).outcome, AdmitOutcome::kAccepted);
-    const Nanos base = s.guardNs();
+    const Nanos base = s.endMarginNs();
     Decision d = s.next(0, plan);
     ASSERT_EQ(d.kind, Decision::Kind::kRun);
     const int64_t first_tokens = d.chunk.tokens;
@@ -364,21 +364,21 @@ TEST_F(SchedulerTest, OverrunsRaiseTheGuardBandAndItDecaysWithoutThem) {
     s.chunkDone(
         {1, d.chunk.tokens, 0, 0, d.chunk.window.end_ns + kMs, d.chunk.window.end_ns, false});
     EXPECT_EQ(s.stats().overruns, 1u);
-    const Nanos raised = s.guardNs();
-    EXPECT_EQ(raised, base + kMs);  // twice the overrun, capped at max(guard, 1 ms)
-    // A larger guard band leaves less of the next window: a smaller chunk.
+    const Nanos raised = s.endMarginNs();
+    EXPECT_EQ(raised, base + kMs);  // twice the overrun, capped at max(margin, 1 ms)
+    // A larger end margin leaves less of the next window: a smaller chunk.
     d = s.next(50 * kMs, plan);
     ASSERT_EQ(d.kind, Decision::Kind::kRun);
-    EXPECT_GT(s.guardNs(), base + kMs / 2);  // decayed a little in 39 ms, still well above
-    EXPECT_LE(d.chunk.predicted_ns, 10 * kMs - s.guardNs());
+    EXPECT_GT(s.endMarginNs(), base + kMs / 2);  // decayed a little in 39 ms, still well above
+    EXPECT_LE(d.chunk.predicted_ns, 10 * kMs - s.endMarginNs());
     EXPECT_LT(d.chunk.tokens, first_tokens);
     // A cancelled chunk that was stopped after the window's end is an overrun too.
     s.chunkDone({1, d.chunk.tokens, d.chunk.start_token, 50 * kMs, 61 * kMs, 60 * kMs, true});
     EXPECT_EQ(s.stats().overruns, 2u);
     EXPECT_EQ(s.stats().cancelled, 1u);
-    const Nanos raised2 = s.guardNs();
+    const Nanos raised2 = s.endMarginNs();
     EXPECT_GT(raised2, raised);
-    EXPECT_LE(raised2, config().max_guard_ns);
+    EXPECT_LE(raised2, config().max_end_margin_ns);
     // Without overruns it decays back towards the floor as time passes.
     Nanos now = 100 * kMs;
     for (int i = 0; i < 60; ++i) {
@@ -393,15 +393,15 @@ TEST_F(SchedulerTest, OverrunsRaiseTheGuardBandAndItDecaysWithoutThem) {
                      d.chunk.window.end_ns, false});
         now += d.chunk.predicted_ns;
     }
-    EXPECT_LT(s.guardNs(), raised2);
-    EXPECT_LT(s.guardNs() - base, (raised2 - base) / 10);
-    EXPECT_GE(s.guardNs(), base);
+    EXPECT_LT(s.endMarginNs(), raised2);
+    EXPECT_LT(s.endMarginNs() - base, (raised2 - base) / 10);
+    EXPECT_GE(s.endMarginNs(), base);
     EXPECT_GT(first_tokens, 0);
 }
 
-TEST_F(SchedulerTest, AGuardBandWiderThanTheWindowsRecovers) {
+TEST_F(SchedulerTest, AnEndMarginWiderThanTheWindowsRecovers) {
     SchedulerConfig c = config();
-    c.max_guard_ns = 40 * kMs;
+    c.max_end_margin_ns = 40 * kMs;
     PrefillScheduler s(c, model_);
     const WindowPlan plan = windowsEvery(0, 50 * kMs, 10 * kMs, 200);
     WindowPlan open;
@@ -409,15 +409,15 @@ TEST_F(SchedulerTest, AGuardBandWiderThanTheWindowsRecovers) {
     ASSERT_EQ(s.admit(1, 50000, 60 * kNsPerSec, 0, open).outcome, AdmitOutcome::kAccepted);
     Decision d = s.next(0, plan);
     ASSERT_EQ(d.kind, Decision::Kind::kRun);
-    // One 20 ms overrun (a preempted engine) raises the guard band by 1 ms only ...
+    // One 20 ms overrun (a preempted engine) raises the end margin by 1 ms only ...
     s.chunkDone({1, d.chunk.tokens, 0, 0, 30 * kMs, 10 * kMs, false});
-    EXPECT_EQ(s.guardNs(), c.guard_ns + kMs);
+    EXPECT_EQ(s.endMarginNs(), c.end_margin_ns + kMs);
     // ... but overrun after overrun doubles it, past the 10 ms windows.
     for (int i = 0; i < 6; ++i) {
         s.chunkDone({1, 1, 0, 30 * kMs, 50 * kMs, 30 * kMs, true});
     }
-    ASSERT_GE(s.guardNs(), 10 * kMs);
-    // Nothing fits now, but the guard band decays with time and prefill resumes.
+    ASSERT_GE(s.endMarginNs(), 10 * kMs);
+    // Nothing fits now, but the end margin decays with time and prefill resumes.
     Nanos now = 50 * kMs;
     for (; now < 5 * kNsPerSec; now += 50 * kMs) {
         d = s.next(now, plan);
@@ -426,8 +426,8 @@ TEST_F(SchedulerTest, AGuardBandWiderThanTheWindowsRecovers) {
         }
         ASSERT_EQ(d.kind, Decision::Kind::kWait);
     }
-    ASSERT_EQ(d.kind, Decision::Kind::kRun) << "guard band stuck at " << s.guardNs();
-    EXPECT_LT(s.guardNs(), 10 * kMs);
+    ASSERT_EQ(d.kind, Decision::Kind::kRun) << "end margin stuck at " << s.endMarginNs();
+    EXPECT_LT(s.endMarginNs(), 10 * kMs);
     EXPECT_LT(now, 2 * kNsPerSec);  // a few 100 ms half-lives
 }
 

@@ -180,6 +180,49 @@ TEST(OptionsArgs, AliasesAndDeprecatedSpellings) {
     EXPECT_NE(errorsOf({"ATLAS_AUTH_KEY"}).find(""), std::string::npos);
 }
 
+// A renamed name is refused everywhere it could be given (flag, variable, config-file key),
+// and the error names the new one; help and docs list it only as "renamed from".
+#define RENAMED_OPTIONS(X)                                   \
+    X("--count", Uint, count, 1, 64, "N", "how many")        \
+    X("--verbose", Switch, verbose, 0, 0, "", "more output") \
+    X("ATLAS_NSTREAMS", Uint, bytes, 0, 64, "", "a variable")
+#define RENAMED_ALIASES(X)                    \
+    X("--old-count", "--count", kRenamed)     \
+    X("--old-verbose", "--verbose", kRenamed) \
+    X("ATLAS_MAX_STREAMS", "ATLAS_NSTREAMS", kRenamed)
+
+TEST(OptionsArgs, RenamedNamesAreRefusedWithTheNewName) {
+    static const auto t = ATLAS_OPTIONS_TABLE(Demo, RENAMED_OPTIONS, RENAMED_ALIASES);
+    Parsed<Demo> p;
+    readArgs(t, {"--old-count", "5", "--old-verbose", "word", "--old-count=6"}, &p);
+    ASSERT_EQ(p.errors.size(), 3u);
+    EXPECT_EQ(p.errors[0], "'--old-count' was renamed: use --count");
+    EXPECT_EQ(p.errors[1], "'--old-verbose' was renamed: use --verbose");
+    EXPECT_EQ(p.config.count, 4u) << "the old name sets nothing";
+    EXPECT_EQ(p.positional, std::vector<std::string>{"word"}) << "a switch takes no value";
+    EXPECT_EQ(t.find("--old-count"), nullptr);
+    Parsed<Demo> e;
+    readEnv(
+        t,
+        [](const char* k) -> const char* {
+            return std::string(k) == "ATLAS_MAX_STREAMS" ? "3" : nullptr;
+        },
+        &e);
+    ASSERT_EQ(e.errors.size(), 1u);
+    EXPECT_EQ(e.errors[0], "'ATLAS_MAX_STREAMS' was renamed: use ATLAS_NSTREAMS");
+    EXPECT_EQ(e.config.bytes, 4096u);
+    Parsed<Demo> f;
+    EXPECT_FALSE(applyNamed(t, "--old-count", "5", &f));
+    ASSERT_EQ(f.errors.size(), 1u);
+    EXPECT_EQ(f.errors[0], "'--old-count' was renamed: use --count");
+    const std::string h = flagHelp(t);
+    EXPECT_EQ(h.find("--old-count,"), std::string::npos) << h;
+    EXPECT_NE(h.find("[renamed from --old-verbose]"), std::string::npos) << h;
+    const std::string eh = "\n" + envHelp(t);
+    EXPECT_EQ(eh.find("\n  ATLAS_MAX_STREAMS"), std::string::npos) << eh;  // no line of its own
+    EXPECT_NE(markdown(t).find("renamed from `--old-count` (refused)"), std::string::npos);
+}
+
 TEST(OptionsEnv, VariablesFlagsWinDeprecatedLose) {
     std::map<std::string, std::string> vars = {
         {"ATLAS_MAX_STREAMS", "6"}, {"ATLAS_AUTH_KEY", "k"}, {"ATLAS_NSTREAMS", ""}};
