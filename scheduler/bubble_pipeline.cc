@@ -79,11 +79,11 @@ const PipelineDecision& BubblePipeline::decide(Nanos now_ns, const TransferWait&
     }
 
     predictor_.noteOpen(open.start_ns);
-    Nanos open_slot_end = 0;
-    const PredictionStatus status = predictor_.predict(now_ns, &predicted_, &open_slot_end);
+    Nanos open_track_end = 0;
+    const PredictionStatus status = predictor_.predict(now_ns, &predicted_, &open_track_end);
     if (status == PredictionStatus::kOk && config_.open_wait_rules &&
         config_.predictor.confirm_open) {
-        completeOpenWindow(open_wait_, open, open_slot_end, config_.predictor.guard_ns, now_ns,
+        completeOpenWindow(open_wait_, open, open_track_end, config_.predictor.guard_ns, now_ns,
                            predictor_.period(now_ns).cycleOf(open.start_ns), &predicted_);
     }
     next_.clear();

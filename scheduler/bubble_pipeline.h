@@ -3,11 +3,11 @@
 // A driver steps it: at each step it hands over the GPU waits that finished since the last
 // step (take) and the wait open now as it sees it, and gets back the prediction set in force
 // and whether it changed (decide). Inside, one step is:
-//  - learning: each finished wait feeds BubblePredictor (period, slots) and OpenWaitModel
+//  - learning: each finished wait feeds BubblePredictor (period, tracks) and OpenWaitModel
 //    (wait lengths, transfer rates), and gets its iteration number;
 //  - predicting: the open wait is noted (confirm_open), the predictor's windows are
 //    completed by the open-wait model (completeOpenWindow: the transfer's end, the elapsed
-//    rule for a wait no slot explains);
+//    rule for a wait no track explains);
 //  - the publish decision: windows encoded as the bubble channel carries them (confidence in
 //    ppm, rounded: toPpm), and a set is published only when it differs from the one in
 //    force (start, end, confidence or openness of any window: sameWindow);
@@ -46,8 +46,8 @@ struct BubblePipelineConfig {
     // plugin, replay and the simulator.
     BubblePredictorConfig predictor;
     OpenWaitConfig open_wait;
-    // The open-wait model's ends beyond the slots (docs/bubbles.md); off: open windows from
-    // the predictor's slots alone (replay --slots-only, to see what the model adds).
+    // The open-wait model's ends beyond the tracks (docs/bubbles.md); off: open windows from
+    // the predictor's tracks alone (replay --tracks-only, to see what the model adds).
     bool open_wait_rules = true;
     // How often a ticking driver steps (the plugin's publisher thread, replay's ticks): the
     // delay between a wait's start and its window's publication is at most this.

@@ -15,7 +15,7 @@ namespace {
 using period_detail::floorDiv;
 using period_detail::floorMod;
 
-// "No iteration seen yet"; far from overflow when slot_history is added or subtracted.
+// "No iteration seen yet"; far from overflow when track_history is added or subtracted.
 constexpr int64_t kNoCycle = INT64_MIN / 2;
 constexpr uint64_t kNoEpoch = ~0ull;
 
@@ -38,16 +38,16 @@ Status validate(const BubblePredictorConfig& c) {
     if (c.horizon_iterations < 1 || c.max_slots < 1 || c.max_slots > 256) {
         return bad("need horizon_iterations >= 1 and 1 <= max_slots <= 256");
     }
-    if (c.slot_history < 1 || c.slot_history > kMaxSlotHistory || c.min_slot_samples < 1 ||
-        c.min_slot_samples > c.slot_history) {
-        return bad("need 1 <= min_slot_samples <= slot_history <= kMaxSlotHistory (64)");
+    if (c.track_history < 1 || c.track_history > kMaxTrackHistory || c.min_track_samples < 1 ||
+        c.min_track_samples > c.track_history) {
+        return bad("need 1 <= min_track_samples <= track_history <= kMaxTrackHistory (64)");
     }
-    if (!(c.min_slot_rate >= 0.0 && c.min_slot_rate <= 1.0) ||
+    if (!(c.min_track_rate >= 0.0 && c.min_track_rate <= 1.0) ||
         !(c.duration_quantile >= 0.0 && c.duration_quantile <= 1.0)) {
-        return bad("min_slot_rate and duration_quantile must be in [0, 1]");
+        return bad("min_track_rate and duration_quantile must be in [0, 1]");
     }
-    if (!(c.slot_tolerance > 0.0 && c.slot_tolerance <= 0.25) || c.slot_tolerance_max_ns < 1) {
-        return bad("need 0 < slot_tolerance <= 0.25 and slot_tolerance_max_ns >= 1");
+    if (!(c.track_tolerance > 0.0 && c.track_tolerance <= 0.25) || c.track_tolerance_max_ns < 1) {
+        return bad("need 0 < track_tolerance <= 0.25 and track_tolerance_max_ns >= 1");
     }
     if (!(c.stale_cycles > 1.0) || c.recent_intervals < 8) {
         return bad("need stale_cycles > 1 and recent_intervals >= 8");
@@ -66,17 +66,17 @@ const char* predictionStatusName(PredictionStatus status) {
         case PredictionStatus::kStale:
             return "no recent idle interval";
         case PredictionStatus::kWarmingUp:
-            return "learning bubble slots";
+            return "learning bubble tracks";
     }
     return "unknown";
 }
 
 BubblePredictor::BubblePredictor(const BubblePredictorConfig& config)
     : config_(config), detector_(config.detector) {
-    slots_.reserve(static_cast<size_t>(config_.max_slots));
+    tracks_.reserve(static_cast<size_t>(config_.max_slots));
     recent_.reserve(config_.recent_intervals);
     observations_.reserve(obsCapacity());
-    scratch_.reserve(static_cast<size_t>(config_.slot_history));
+    scratch_.reserve(static_cast<size_t>(config_.track_history));
 }
 
 Status BubblePredictor::observe(const Interval& idle) {
@@ -117,14 +117,14 @@ Status BubblePredictor::observe(const Interval& idle) {
         est = detector_.estimate(idle.start_ns);
     }
     if (!est.locked()) {
-        slots_.clear();
+        tracks_.clear();
         observations_.clear();
-        slots_epoch_ = 0;
+        tracks_epoch_ = 0;
         chain_valid_ = false;
         unmatched_count_ = 0;
         return Status::ok();
     }
-    if (est.epoch != slots_epoch_) {
+    if (est.epoch != tracks_epoch_) {
         rebuild(est);
     } else {
         assign(idle, est);
@@ -145,21 +145,21 @@ void BubblePredictor::relearnAbove(Nanos min_period_ns, Nanos min_wait_ns) {
             (void)detector_.addEvent(iv.start_ns);
         }
     }
-    slots_.clear();
+    tracks_.clear();
     observations_.clear();
     chain_valid_ = false;
     unmatched_count_ = 0;
-    slots_epoch_ = kNoEpoch;  // the new detector's epochs restart: rebuild on its lock
+    tracks_epoch_ = kNoEpoch;  // the new detector's epochs restart: rebuild on its lock
 }
 
 void BubblePredictor::rebuild(const PeriodEstimate& est) {
-    slots_.clear();
+    tracks_.clear();
     observations_.clear();
     obs_next_ = 0;
     latest_cycle_ = kNoCycle;
     chain_valid_ = false;
     unmatched_count_ = 0;
-    slots_epoch_ = est.epoch;
+    tracks_epoch_ = est.epoch;
     // Replay the recent intervals of the current regime in time order (the ring's oldest
     // entry is at recent_next_ once it is full).
     const Nanos from = detector_.historyStartNs();
@@ -173,61 +173,61 @@ void BubblePredictor::rebuild(const PeriodEstimate& est) {
     }
 }
 
-double BubblePredictor::hitRate(const Slot& slot) const {
-    // Over the recent iterations this slot could have appeared in.
+double BubblePredictor::hitRate(const Track& track) const {
+    // Over the recent iterations this track could have appeared in.
     const int64_t window =
-        std::min<int64_t>(config_.slot_history, latest_cycle_ - slot.first_cycle + 1);
+        std::min<int64_t>(config_.track_history, latest_cycle_ - track.first_cycle + 1);
     size_t hits = 0;
-    for (size_t i = 0; i < slot.count; ++i) {
-        hits += slot.samples[i].cycle > latest_cycle_ - config_.slot_history ? 1 : 0;
+    for (size_t i = 0; i < track.count; ++i) {
+        hits += track.samples[i].cycle > latest_cycle_ - config_.track_history ? 1 : 0;
     }
     return static_cast<double>(hits) / static_cast<double>(std::max<int64_t>(window, 1));
 }
 
-void BubblePredictor::refresh(Slot& slot) {
+void BubblePredictor::refresh(Track& track) {
     scratch_.clear();
-    for (size_t i = 0; i < slot.count; ++i) {
-        scratch_.push_back(slot.samples[i].offset);
+    for (size_t i = 0; i < track.count; ++i) {
+        scratch_.push_back(track.samples[i].offset);
     }
     auto mid = scratch_.begin() + static_cast<ptrdiff_t>(scratch_.size() / 2);
     std::nth_element(scratch_.begin(), mid, scratch_.end());
-    slot.offset = *mid;
+    track.offset = *mid;
 
     scratch_.clear();
-    for (size_t i = 0; i < slot.count; ++i) {
-        scratch_.push_back(slot.samples[i].duration);
+    for (size_t i = 0; i < track.count; ++i) {
+        scratch_.push_back(track.samples[i].duration);
     }
-    slot.max_duration = *std::max_element(scratch_.begin(), scratch_.end());
-    slot.duration = lowerQuantile(std::span(scratch_), config_.duration_quantile);
+    track.max_duration = *std::max_element(scratch_.begin(), scratch_.end());
+    track.duration = lowerQuantile(std::span(scratch_), config_.duration_quantile);
 }
 
-Nanos BubblePredictor::durationGiven(const Slot& slot, Nanos elapsed_ns) const {
-    // The duration_quantile of the slot's samples that outlasted elapsed_ns: the same
+Nanos BubblePredictor::durationGiven(const Track& track, Nanos elapsed_ns) const {
+    // The duration_quantile of the track's samples that outlasted elapsed_ns: the same
     // precision-first choice as refresh(), conditioned on what is known now. None did: the
-    // slot's own duration (a window that has ended).
-    std::array<Nanos, kMaxSlotHistory> longer{};
+    // track's own duration (a window that has ended).
+    std::array<Nanos, kMaxTrackHistory> longer{};
     size_t n = 0;
-    for (size_t i = 0; i < slot.count && n < longer.size(); ++i) {
-        if (slot.samples[i].duration > elapsed_ns) {
-            longer[n++] = slot.samples[i].duration;
+    for (size_t i = 0; i < track.count && n < longer.size(); ++i) {
+        if (track.samples[i].duration > elapsed_ns) {
+            longer[n++] = track.samples[i].duration;
         }
     }
     if (n == 0) {
-        return slot.duration;
+        return track.duration;
     }
-    return std::max(slot.duration,
+    return std::max(track.duration,
                     lowerQuantile(std::span(longer.data(), n), config_.duration_quantile));
 }
 
 void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
     const Nanos period = est.period_ns;
     Match m = match(idle.start_ns, idle.length(), est);
-    if (m.slot == slots_.size()) {
+    if (m.track == tracks_.size()) {
         // Nothing near: the pattern may have shifted as a whole (a slow iteration moved every
         // bubble after it). Find the shift under which this and the other recent unmatched
-        // intervals fall on known slots, with their lengths.
+        // intervals fall on known tracks, with their lengths.
         m = resync(idle, est);
-        if (m.slot == slots_.size()) {
+        if (m.track == tracks_.size()) {
             unmatched_[unmatched_next_] = idle;
             unmatched_next_ = (unmatched_next_ + 1) % unmatched_.size();
             unmatched_count_ = std::min(unmatched_count_ + 1, unmatched_.size());
@@ -235,16 +235,16 @@ void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
         }
     }
     Nanos phase = m.phase;
-    size_t best = m.slot;
-    const bool created = best == slots_.size();
+    size_t best = m.track;
+    const bool created = best == tracks_.size();
     if (created) {
-        if (slots_.size() >= static_cast<size_t>(config_.max_slots)) {
-            // Full: the new kind replaces the slot with the lowest hit rate (among equals,
+        if (tracks_.size() >= static_cast<size_t>(config_.max_slots)) {
+            // Full: the new kind replaces the track with the lowest hit rate (among equals,
             // the one with fewer samples, then the oldest). Refusing it instead would let
             // sporadic waits, or those of a warm-up, keep a bubble that recurs every
             // iteration out for good.
-            auto weakest =
-                std::min_element(slots_.begin(), slots_.end(), [&](const Slot& a, const Slot& b) {
+            auto weakest = std::min_element(
+                tracks_.begin(), tracks_.end(), [&](const Track& a, const Track& b) {
                     const double ra = hitRate(a);
                     const double rb = hitRate(b);
                     if (ra != rb) {
@@ -252,56 +252,56 @@ void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
                     }
                     return a.count != b.count ? a.count < b.count : a.last_cycle < b.last_cycle;
                 });
-            slots_.erase(weakest);
+            tracks_.erase(weakest);
         }
-        Slot s;
-        s.id = next_slot_id_++;
-        s.samples.resize(static_cast<size_t>(config_.slot_history));
+        Track s;
+        s.id = next_track_id_++;
+        s.samples.resize(static_cast<size_t>(config_.track_history));
         s.offset = phase;
-        slots_.push_back(std::move(s));
-        best = slots_.size() - 1;
+        tracks_.push_back(std::move(s));
+        best = tracks_.size() - 1;
     }
-    Slot& slot = slots_[best];
-    // A new slot's iteration comes from matching again, now that the slot exists.
+    Track& track = tracks_[best];
+    // A new track's iteration comes from matching again, now that the track exists.
     const int64_t cycle = created ? match(idle.start_ns, idle.length(), est).cycle : m.cycle;
-    // Unwrap the phase next to the slot offset (a bubble near the iteration boundary can fold
+    // Unwrap the phase next to the track offset (a bubble near the iteration boundary can fold
     // to either end of [0, P)).
     Nanos offset = phase;
-    if (offset - slot.offset > period / 2) {
+    if (offset - track.offset > period / 2) {
         offset -= period;
-    } else if (slot.offset - offset > period / 2) {
+    } else if (track.offset - offset > period / 2) {
         offset += period;
     }
     const bool chained = chain_valid_ && idle.start_ns - chain_start_ns_ < period;
-    const Sample sample{offset, idle.length(), cycle, chained ? chain_slot_id_ : 0,
+    const Sample sample{offset, idle.length(), cycle, chained ? chain_track_id_ : 0,
                         chained ? idle.start_ns - chain_end_ns_ : 0};
 
-    const size_t cap = slot.samples.size();
-    const size_t last = (slot.next + cap - 1) % cap;
-    if (slot.count > 0 && slot.samples[last].cycle == cycle) {
-        // Two intervals of one iteration in one slot (a bubble split by a short burst of
+    const size_t cap = track.samples.size();
+    const size_t last = (track.next + cap - 1) % cap;
+    if (track.count > 0 && track.samples[last].cycle == cycle) {
+        // Two intervals of one iteration in one track (a bubble split by a short burst of
         // work): keep the longer, the other is a fragment.
-        if (sample.duration > slot.samples[last].duration) {
-            slot.samples[last] = sample;
+        if (sample.duration > track.samples[last].duration) {
+            track.samples[last] = sample;
         }
     } else {
-        if (slot.count == 0) {
-            slot.first_cycle = cycle;
+        if (track.count == 0) {
+            track.first_cycle = cycle;
         }
-        slot.samples[slot.next] = sample;
-        slot.next = (slot.next + 1) % cap;
-        slot.count = std::min(slot.count + 1, cap);
+        track.samples[track.next] = sample;
+        track.next = (track.next + 1) % cap;
+        track.count = std::min(track.count + 1, cap);
     }
-    slot.last_cycle = std::max(slot.last_cycle, cycle);
-    refresh(slot);
+    track.last_cycle = std::max(track.last_cycle, cycle);
+    refresh(track);
     latest_cycle_ = std::max(latest_cycle_, cycle);
     chain_valid_ = true;
     chain_start_ns_ = idle.start_ns;
     chain_end_ns_ = idle.end_ns;
-    chain_offset_ = slot.offset;
-    chain_slot_id_ = slot.id;
+    chain_offset_ = track.offset;
+    chain_track_id_ = track.id;
 
-    const Observation obs{idle.start_ns, slot.offset, cycle};
+    const Observation obs{idle.start_ns, track.offset, cycle};
     if (observations_.size() < obsCapacity()) {
         observations_.push_back(obs);
     } else {
@@ -309,16 +309,17 @@ void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
     }
     obs_next_ = (obs_next_ + 1) % obsCapacity();
 
-    // Forget slots not seen for slot_history iterations (a schedule change removed them).
-    std::erase_if(
-        slots_, [&](const Slot& s) { return s.last_cycle + config_.slot_history < latest_cycle_; });
+    // Forget tracks not seen for track_history iterations (a schedule change removed them).
+    std::erase_if(tracks_, [&](const Track& s) {
+        return s.last_cycle + config_.track_history < latest_cycle_;
+    });
 }
 
 PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWindow>* out,
-                                          Nanos* open_slot_end_ns) const {
+                                          Nanos* open_track_end_ns) const {
     out->clear();
-    if (open_slot_end_ns != nullptr) {
-        *open_slot_end_ns = 0;
+    if (open_track_end_ns != nullptr) {
+        *open_track_end_ns = 0;
     }
     const PeriodEstimate est = detector_.estimate(now_ns);
     if (!est.locked()) {
@@ -330,7 +331,7 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
         config_.stale_cycles * static_cast<double>(period)) {
         return PredictionStatus::kStale;
     }
-    if (slots_epoch_ != est.epoch || observations_.empty()) {
+    if (tracks_epoch_ != est.epoch || observations_.empty()) {
         return PredictionStatus::kWarmingUp;
     }
 
@@ -350,7 +351,7 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
             if (o.start_ns + period <= newest->start_ns) {
                 continue;
             }
-            base_sum += static_cast<double>(o.start_ns - o.slot_offset +
+            base_sum += static_cast<double>(o.start_ns - o.track_offset +
                                             (ref_cycle - o.cycle) * period - newest->start_ns);
             ++base_n;
         }
@@ -358,7 +359,7 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
             newest->start_ns + static_cast<Nanos>(std::llround(base_sum / std::max(base_n, 1)));
         cache_.ref_cycle = ref_cycle;
         cache_.hit_rates.clear();
-        for (const Slot& s : slots_) {
+        for (const Track& s : tracks_) {
             cache_.hit_rates.push_back(hitRate(s));
         }
         cache_.version = version_;
@@ -368,10 +369,10 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
 
     const int64_t now_cycle = ref_cycle + floorDiv(now_ns - base, period);
     Match open;
-    open.slot = slots_.size();
+    open.track = tracks_.size();
     if (config_.confirm_open && open_start_ns_ > 0) {
-        // What has elapsed bounds the length from below: a wait that has outlasted its slot's
-        // bubbles by far is another slot's (a long bubble next to short ones).
+        // What has elapsed bounds the length from below: a wait that has outlasted its track's
+        // bubbles by far is another track's (a long bubble next to short ones).
         const Nanos elapsed = std::max<Nanos>(now_ns - open_start_ns_, 0);
         if (cache_.open_version != version_ || cache_.open_start_ns != open_start_ns_ ||
             elapsed < cache_.elapsed_from || elapsed >= cache_.elapsed_below) {
@@ -380,7 +381,7 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
             cache_.open_start_ns = open_start_ns_;
             cache_.elapsed_from = elapsed;
             cache_.elapsed_below = kNever;
-            for (const Slot& s : slots_) {
+            for (const Track& s : tracks_) {
                 for (size_t k = 0; k < s.count; ++k) {
                     if (s.samples[k].duration > elapsed) {
                         cache_.elapsed_below =
@@ -391,24 +392,24 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
         }
         open = cache_.open;
     }
-    if (open_slot_end_ns != nullptr && open.slot < slots_.size() &&
-        slots_[open.slot].count >= static_cast<size_t>(config_.min_slot_samples)) {
-        // A slot too young to be predicted explains nothing yet.
-        *open_slot_end_ns =
+    if (open_track_end_ns != nullptr && open.track < tracks_.size() &&
+        tracks_[open.track].count >= static_cast<size_t>(config_.min_track_samples)) {
+        // A track too young to be predicted explains nothing yet.
+        *open_track_end_ns =
             open_start_ns_ +
-            durationGiven(slots_[open.slot], std::max<Nanos>(now_ns - open_start_ns_, 0));
+            durationGiven(tracks_[open.track], std::max<Nanos>(now_ns - open_start_ns_, 0));
     }
     bool any_ready = false;
-    for (size_t i = 0; i < slots_.size(); ++i) {
-        const Slot& s = slots_[i];
+    for (size_t i = 0; i < tracks_.size(); ++i) {
+        const Track& s = tracks_[i];
         const double rate = cache_.hit_rates[i];
-        if (s.count < static_cast<size_t>(config_.min_slot_samples)) {
+        if (s.count < static_cast<size_t>(config_.min_track_samples)) {
             continue;
         }
-        // A slot seen too rarely is not predicted ahead; but an interval open now in it is
+        // A track seen too rarely is not predicted ahead; but an interval open now in it is
         // evidence enough for the window of that one iteration.
-        const bool frequent = rate >= config_.min_slot_rate;
-        if (!frequent && i != open.slot) {
+        const bool frequent = rate >= config_.min_track_rate;
+        if (!frequent && i != open.track) {
             continue;
         }
         any_ready = true;
@@ -421,7 +422,7 @@ PredictionStatus BubblePredictor::predict(Nanos now_ns, std::vector<PredictedWin
             bool is_open = false;
             Nanos duration = s.duration;
             if (config_.confirm_open) {
-                if (i == open.slot && c == open.cycle) {
+                if (i == open.track && c == open.cycle) {
                     start = open_start_ns_;
                     is_open = true;
                     duration = durationGiven(s, now_ns - open_start_ns_);

@@ -75,7 +75,7 @@ Nanos OpenWaitModel::elapsedEnd(const TransferWait& open, Nanos now_ns) const {
     return length > 0 ? open.start_ns + std::llround(length) : 0;
 }
 
-void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, Nanos slot_end_ns,
+void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, Nanos track_end_ns,
                         Nanos guard_ns, Nanos now_ns, int64_t iteration,
                         std::vector<PredictedWindow>* windows) {
     if (open.start_ns == 0) {
@@ -90,11 +90,11 @@ void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, Na
             return;
         }
     }
-    // A wait its slot explains ends by the slot's longest wait as far as the elapsed time can
+    // A wait its track explains ends by the track's longest wait as far as the elapsed time can
     // tell: the lengths of other kinds of wait say nothing beyond it.
     Nanos elapsed_end = model.elapsedEnd(open, now_ns);
-    if (slot_end_ns != 0 && elapsed_end != 0) {
-        elapsed_end = std::min(elapsed_end, slot_end_ns);
+    if (track_end_ns != 0 && elapsed_end != 0) {
+        elapsed_end = std::min(elapsed_end, track_end_ns);
     }
     const Nanos w_start = open.start_ns + guard_ns;
     const Nanos w_end = std::max(transfer_end, elapsed_end) - guard_ns;

@@ -1,18 +1,18 @@
-// OpenWaitModel: when the GPU wait open now ends, from what BubblePredictor's slots do not
+// OpenWaitModel: when the GPU wait open now ends, from what BubblePredictor's tracks do not
 // know about it: the transfer it waits for, and how long it has lasted.
 //
-// BubblePredictor gives an open wait the window of the slot it matches, as long as that
-// slot's waits usually last. Two things it cannot see:
+// BubblePredictor gives an open wait the window of the track it matches, as long as that
+// track's waits usually last. Two things it cannot see:
 //  - The transfer. A wait ends when the last byte of the awaited message lands, and its first
 //    byte lands when the sender starts sending it (under temporal sharing: when the sender's
 //    arbiter grants it the link, plus the one-way delay); from then on the message crosses at
 //    the rate the path gives it. So once its first data is seen, the end is
 //    first arrival + bytes x (time per byte), whatever delayed the grant. Waits whose sender
-//    was queued behind another pipeline are exactly the ones that outlast their slot.
-//  - Waits no slot explains. When a pattern shifts (a slow iteration, a pipeline granted in a
-//    new order) a wait may match no slot and get no window at all. What is still known is
+//    was queued behind another pipeline are exactly the ones that outlast their track.
+//  - Waits no track explains. When a pattern shifts (a slow iteration, a pipeline granted in a
+//    new order) a wait may match no track and get no window at all. What is still known is
 //    that it has lasted `elapsed` so far, and how long recent waits lasted.
-// Both are answered the same way, the way BubblePredictor sizes an open slot window: among
+// Both are answered the same way, the way BubblePredictor sizes an open track window: among
 // the learned samples that outlasted what is known so far (the wait's elapsed time, or the
 // time since the transfer's first data), a low quantile (an early end). An early end costs a
 // consumer a little idle time; a late one delays training. Conditioning on elapsed time is
@@ -98,16 +98,16 @@ class OpenWaitModel {
 //  - when it has none, it gets one from its start (plus guard) to the later of the two ends,
 //    for `iteration`, with the model's confidence, in place of any planned window that
 //    overlaps it (a plan for a bubble that, this iteration, is this wait). That is a wait the
-//    predictor matched to no slot (`slot_end_ns` 0), or one whose slot gave no window (its
-//    window is over, in the last guard band before the end the slot predicts, or the slot's
+//    predictor matched to no track (`track_end_ns` 0), or one whose track gave no window (its
+//    window is over, in the last guard band before the end the track predicts, or the track's
 //    iteration lies outside the horizon). For the latter the elapsed end is capped at
-//    `slot_end_ns`, where the slot says the wait ends: the lengths of other kinds of wait say
-//    nothing about it (uncapped, in the simulator, whose slots' waits all last the same, each
-//    such window in the guard band overran training; capped at the slot's longest wait
+//    `track_end_ns`, where the track says the wait ends: the lengths of other kinds of wait say
+//    nothing about it (uncapped, in the simulator, whose tracks' waits all last the same, each
+//    such window in the guard band overran training; capped at the track's longest wait
 //    instead, the testbed's trial patterns still slowed training by 5%).
 // Nothing changes when no wait is open or no end is known and still ahead. Keeps `windows`
 // sorted by start.
-void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, Nanos slot_end_ns,
+void completeOpenWindow(const OpenWaitModel& model, const TransferWait& open, Nanos track_end_ns,
                         Nanos guard_ns, Nanos now_ns, int64_t iteration,
                         std::vector<PredictedWindow>* windows);
 

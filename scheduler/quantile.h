@@ -1,4 +1,4 @@
-// The scheduler's one quantile rule, shared by BubblePredictor (slot lengths) and
+// The scheduler's one quantile rule, shared by BubblePredictor (track lengths) and
 // OpenWaitModel (wait lengths, transfer times), so "the 25th percentile" means the same
 // element everywhere a window's end is chosen.
 #pragma once

@@ -17,9 +17,9 @@ namespace atlas::bubbletea::tools {
 namespace {
 
 // The flags that change the step away from the plugin's.
-const char* const kSettingFlags[] = {"guard-us",    "slot-tolerance",    "slot-tolerance-max-us",
+const char* const kSettingFlags[] = {"guard-us",    "track-tolerance",   "track-tolerance-max-us",
                                      "min-idle-us", "duration-quantile", "no-confirm-open",
-                                     "slots-only",  "publish-us"};
+                                     "tracks-only", "publish-us"};
 
 std::vector<FlagSpec> replayFlags(const sched::BubblePipelineConfig& d) {
     const sched::BubblePredictorConfig& p = d.predictor;
@@ -28,23 +28,23 @@ std::vector<FlagSpec> replayFlags(const sched::BubblePipelineConfig& d) {
         {"from", true, "FILE.json", "a timeline written by 'record' (required)"},
         {"guard-us", true, "US",
          "guard band at both window ends" + plugin + std::to_string(p.guard_ns / kNsPerUs) + ")"},
-        {"slot-tolerance", true, "F",
-         "slot match window as a fraction of the period" + plugin +
-             std::to_string(p.slot_tolerance) + ")"},
-        {"slot-tolerance-max-us", true, "US",
-         "upper bound of the slot match window" + plugin +
-             std::to_string(p.slot_tolerance_max_ns / kNsPerUs) + ")"},
+        {"track-tolerance", true, "F",
+         "track match window as a fraction of the period" + plugin +
+             std::to_string(p.track_tolerance) + ")"},
+        {"track-tolerance-max-us", true, "US",
+         "upper bound of the track match window" + plugin +
+             std::to_string(p.track_tolerance_max_ns / kNsPerUs) + ")"},
         {"min-idle-us", true, "US",
          "ignore idle intervals shorter than this" + plugin +
              std::to_string(p.min_idle_ns / kNsPerUs) + ")"},
         {"duration-quantile", true, "Q",
-         "predicted length = this quantile of a slot's recent lengths" + plugin +
+         "predicted length = this quantile of a track's recent lengths" + plugin +
              std::to_string(p.duration_quantile) + ")"},
         {"no-confirm-open", false, "",
          "windows stand as predicted (default: in force once their wait opens, as the plugin "
          "does)"},
-        {"slots-only", false, "",
-         "open windows from the predictor's slots alone (default: also from the open wait's "
+        {"tracks-only", false, "",
+         "open windows from the predictor's tracks alone (default: also from the open wait's "
          "transfer, where the recording has it, and its elapsed time, as the plugin does)"},
         {"publish-us", true, "US",
          "tick of --steps ticks" + plugin + std::to_string(d.step_interval_ns / kNsPerUs) + ")"},
@@ -67,9 +67,9 @@ Result<ReplayOptions> replayOptions(const Args& a) {
     ReplayOptions o;
     sched::BubblePredictorConfig& pc = o.pipeline.predictor;
     const auto guard = a.getInt("guard-us", pc.guard_ns / kNsPerUs, 0, 1000000);
-    const auto tol = a.getDouble("slot-tolerance", pc.slot_tolerance, 1e-6, 0.25);
-    const auto tol_max =
-        a.getInt("slot-tolerance-max-us", pc.slot_tolerance_max_ns / kNsPerUs, 1, 3600LL * 1000000);
+    const auto tol = a.getDouble("track-tolerance", pc.track_tolerance, 1e-6, 0.25);
+    const auto tol_max = a.getInt("track-tolerance-max-us", pc.track_tolerance_max_ns / kNsPerUs, 1,
+                                  3600LL * 1000000);
     const auto min_idle = a.getInt("min-idle-us", pc.min_idle_ns / kNsPerUs, 0, 3600LL * 1000000);
     const auto quantile = a.getDouble("duration-quantile", pc.duration_quantile, 0.0, 1.0);
     const auto tick = a.getInt("publish-us", o.pipeline.step_interval_ns / kNsPerUs, 10, 1000000);
@@ -78,12 +78,12 @@ Result<ReplayOptions> replayOptions(const Args& a) {
         ATLAS_RETURN_IF_ERROR(s);
     }
     pc.guard_ns = guard.value() * kNsPerUs;
-    pc.slot_tolerance = tol.value();
-    pc.slot_tolerance_max_ns = tol_max.value() * kNsPerUs;
+    pc.track_tolerance = tol.value();
+    pc.track_tolerance_max_ns = tol_max.value() * kNsPerUs;
     pc.min_idle_ns = min_idle.value() * kNsPerUs;
     pc.duration_quantile = quantile.value();
     pc.confirm_open = pc.confirm_open && !a.has("no-confirm-open");
-    o.pipeline.open_wait_rules = o.pipeline.open_wait_rules && !a.has("slots-only");
+    o.pipeline.open_wait_rules = o.pipeline.open_wait_rules && !a.has("tracks-only");
     o.pipeline.step_interval_ns = tick.value() * kNsPerUs;
     ATLAS_RETURN_IF_ERROR(sched::validate(o.pipeline));
     bool settings = false;

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "atlas/common/status.h"
-#include "channel/channel_types.h"
 #include "bubbletea/tools/bubble_analysis.h"
+#include "channel/channel_types.h"
 #include "scheduler/interval_accuracy.h"
 
 namespace atlas::bubbletea::tools {
@@ -99,7 +99,7 @@ struct ChannelReport {
     uint64_t lost_windows = 0;
 };
 // skip_iterations: complete iterations after the first prediction left out of the accuracy
-// (the predictor's own warm-up: slots need a few samples each).
+// (the predictor's own warm-up: tracks need a few samples each).
 ChannelReport analyzeChannel(const ChannelTimeline& channel, Nanos until_ns,
                              int skip_iterations = 0);
 // Coverage / precision, NaN when there was nothing observed / predicted to measure against.

@@ -159,8 +159,8 @@ struct BubbleTeaSpec {
     int chunk_tokens = 512;
     int min_chunk_tokens = 32;
     double prediction_error = 0.0;  // oracle windows stretched by this fraction of their length
-    // Predicted windows below this confidence (detector confidence x slot hit rate) are not
-    // used: a slot seen in few recent iterations is a guess, and a wrong window delays
+    // Predicted windows below this confidence (detector confidence x track hit rate) are not
+    // used: a track seen in few recent iterations is a guess, and a wrong window delays
     // training.
     double min_confidence = 0.75;
     Nanos max_wait_ns = 0;    // 0: a request waits for a window for ever

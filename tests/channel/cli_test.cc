@@ -1,7 +1,7 @@
 // atlas-bubbles end to end: a `synth` writer process with a known periodic trace, then
 // `record`, `stats` (from file and live), `watch`, `info` and `dump` as separate processes.
 // Checks the outputs parse and that the numbers match the synthetic ground truth:
-// period 50 ms, one 20 ms idle slot at offset 0, predictions shifted by 2 ms, so the bubble
+// period 50 ms, one 20 ms idle interval at offset 0, predictions shifted by 2 ms, so the bubble
 // fraction is 20/50 = 0.4 and coverage = precision = (20-2)/20 = 0.9 exactly.
 // Real time (~6 s): the synth writer runs on the wall clock, like the plugin would.
 #include <fcntl.h>
@@ -214,9 +214,9 @@ TEST_F(CliTest, RecordStatsWatchInfoAgainstSynthWriter) {
     EXPECT_GE(replayed.at("coverage").get<double>(), 0.9) << replay.out;
     EXPECT_GE(replayed.at("precision").get<double>(), 0.99) << replay.out;
     EXPECT_EQ(json::parse(slurp(dir_ + "/replayed.json")).at("format"), "atlas-bubbles-timeline");
-    RunResult bad_tol = run({"replay", "--from", prefix + ".json", "--slot-tolerance", "2"});
+    RunResult bad_tol = run({"replay", "--from", prefix + ".json", "--track-tolerance", "2"});
     EXPECT_EQ(bad_tol.exit_code, 2);
-    EXPECT_NE(bad_tol.err.find("slot-tolerance"), std::string::npos) << bad_tol.err;
+    EXPECT_NE(bad_tol.err.find("track-tolerance"), std::string::npos) << bad_tol.err;
 
     // Text form of the same report.
     RunResult text = run({"stats", "--from", prefix + ".json"});

@@ -1,6 +1,6 @@
 // BubblePredictor with the wait open now (confirm_open, as the plugin's recorder reports it):
 // due windows withdrawn until their wait begins, the open window starting at the open, its
-// end following the elapsed wait, and the slot an open wait takes when its phase is off
+// end following the elapsed wait, and the track an open wait takes when its phase is off
 // (the next in sequence, in order, the longer bubble it outlasted into).
 #include <gtest/gtest.h>
 
@@ -55,7 +55,7 @@ TEST(BubblePredictorTest, ConfirmOpenWithdrawsDueWindowsAndStartsAtTheOpen) {
     // Due, but the GPU is still busy (nothing open): withdrawn.
     ASSERT_EQ(p.predict(next + 53 * kNsPerMs, &out), PredictionStatus::kOk);
     EXPECT_EQ(windowOf(next + 55 * kNsPerMs), nullptr);
-    // The wait began 4 ms late: the window starts there, and keeps the slot's length.
+    // The wait began 4 ms late: the window starts there, and keeps the track's length.
     p.noteOpen(next + 54 * kNsPerMs);
     ASSERT_EQ(p.predict(next + 55 * kNsPerMs, &out), PredictionStatus::kOk);
     w = windowOf(next + 60 * kNsPerMs);
@@ -64,7 +64,7 @@ TEST(BubblePredictorTest, ConfirmOpenWithdrawsDueWindowsAndStartsAtTheOpen) {
     EXPECT_EQ(w->end_ns, next + 73 * kNsPerMs);
 }
 
-// An open window's end follows what has elapsed: once the wait outlasts the slot's short
+// An open window's end follows what has elapsed: once the wait outlasts the track's short
 // lengths, its end moves to the (low quantile of the) lengths that lasted longer.
 TEST(BubblePredictorTest, OpenWindowEndFollowsTheElapsedWait) {
     BubblePredictorConfig cfg;
@@ -98,15 +98,15 @@ TEST(BubblePredictorTest, OpenWindowEndFollowsTheElapsedWait) {
     EXPECT_EQ(openWindowIn(out), nullptr);
 }
 
-// A wait that opens nearer a short bubble's slot but outlasts every length of it belongs to
+// A wait that opens nearer a short bubble's track but outlasts every length of it belongs to
 // the long bubble next to it: the open window moves there (1F1B: 1 ms waits 20 ms before a
 // 200 ms one).
-TEST(BubblePredictorTest, OpenWaitOutlastingAShortSlotMovesToTheLongOne) {
+TEST(BubblePredictorTest, OpenWaitOutlastingAShortTrackMovesToTheLongOne) {
     constexpr Nanos kLongP = 900 * kNsPerMs;
     BubblePredictor p = trainedOnOpen(kLongP, {{100, 101}, {121, 321}, {500, 600}}, 1 * kNsPerMs);
     const Nanos it0 = kNsPerSec + 29 * kLongP;
     // The short bubble did not happen this time; the long one began 13 ms early, 8 ms from the
-    // short one's slot.
+    // short one's track.
     const Nanos open = it0 + kLongP + 108 * kNsPerMs;
     const auto w = openWindowAt(p, open, open + 30 * kNsPerMs);
     ASSERT_TRUE(w.has_value());
@@ -115,8 +115,8 @@ TEST(BubblePredictorTest, OpenWaitOutlastingAShortSlotMovesToTheLongOne) {
 }
 
 // A wait that ran long shifts every bubble after it; the next bubble then opens far from its
-// slot's phase, but it is the slot that comes next in order, and gets its window.
-TEST(BubblePredictorTest, OpenWaitAfterAShiftedBubbleTakesTheNextSlotInOrder) {
+// track's phase, but it is the track that comes next in order, and gets its window.
+TEST(BubblePredictorTest, OpenWaitAfterAShiftedBubbleTakesTheNextTrackInOrder) {
     constexpr Nanos kLongP = 900 * kNsPerMs;
     constexpr Nanos kMs = kNsPerMs;
     BubblePredictorConfig cfg;
@@ -142,9 +142,9 @@ TEST(BubblePredictorTest, OpenWaitAfterAShiftedBubbleTakesTheNextSlotInOrder) {
 
 // Three bubbles 20 ms apart (end to start) behind a long wait (1F1B stage 1 on a WAN: two
 // 1 ms waits, then a 270 ms one). When that wait runs 13 ms long, every bubble after it
-// moves 13 ms: by phase the first 1 ms wait then lands on the second's slot, the second on
-// the long one's, and the long wait finds its slot filled and gets no window. By the sequence
-// (which slot came before, and the compute time since its end) each keeps its own.
+// moves 13 ms: by phase the first 1 ms wait then lands on the second's track, the second on
+// the long one's, and the long wait finds its track filled and gets no window. By the sequence
+// (which track came before, and the compute time since its end) each keeps its own.
 TEST(BubblePredictorTest, SequenceKeepsCloseBubblesApartBehindAWaitThatRanLong) {
     constexpr Nanos kLongP = 900 * kNsPerMs;
     constexpr Nanos kMs = kNsPerMs;
@@ -184,7 +184,7 @@ TEST(BubblePredictorTest, SequenceKeepsCloseBubblesApartBehindAWaitThatRanLong) 
 
 // The same bubbles, but the second 1 ms wait lasts 8 ms this time, so the sequence (which
 // wants a like length) does not place it. Its phase from the detector's anchor carries the
-// 13 ms the long wait ran over and lands 8 ms from the 270 ms bubble's slot; its phase from
+// 13 ms the long wait ran over and lands 8 ms from the 270 ms bubble's track; its phase from
 // the previous bubble (the chain) carries none of it and is tried first.
 TEST(BubblePredictorTest, ChainPhaseComesBeforeTheAnchorPhase) {
     constexpr Nanos kLongP = 900 * kNsPerMs;
@@ -212,17 +212,17 @@ TEST(BubblePredictorTest, ChainPhaseComesBeforeTheAnchorPhase) {
     const std::vector<Interval> late = iteration(it0 + kLongP, 13 * kMs, 8 * kMs);
     feedOpenByOpen(p, late, [&](size_t k, const std::optional<PredictedWindow>& w) {
         if (k == 3) {
-            // The long wait gets its window: the 8 ms one before it did not fill its slot.
+            // The long wait gets its window: the 8 ms one before it did not fill its track.
             ASSERT_TRUE(w.has_value());
             EXPECT_EQ(w->end_ns, late[k].start_ns + 269 * kMs);
         }
     });
 }
 
-// A slot with a single sample (a stray wait of a disturbed iteration) is not predicted; when
-// an open wait lies nearer it than its own slot, it must still take its own slot, or it gets
+// A track with a single sample (a stray wait of a disturbed iteration) is not predicted; when
+// an open wait lies nearer it than its own track, it must still take its own track, or it gets
 // no window.
-TEST(BubblePredictorTest, OpenWaitPrefersAPredictedSlotToANearerStrayOne) {
+TEST(BubblePredictorTest, OpenWaitPrefersAPredictedTrackToANearerStrayOne) {
     constexpr Nanos kLongP = 900 * kNsPerMs;
     constexpr Nanos kMs = kNsPerMs;
     BubblePredictorConfig cfg;
@@ -239,7 +239,7 @@ TEST(BubblePredictorTest, OpenWaitPrefersAPredictedSlotToANearerStrayOne) {
             ASSERT_TRUE(p.observe({it0 + 513 * kMs, it0 + 515 * kMs}).isOk());
         }
     }
-    // The short bubble opens 8 ms late (its compute ran long): 8 ms from its own slot, 5 ms
+    // The short bubble opens 8 ms late (its compute ran long): 8 ms from its own track, 5 ms
     // from the stray one.
     const Nanos next = it0 + kLongP;
     ASSERT_TRUE(p.observe({next, next + 300 * kMs}).isOk());
@@ -252,8 +252,8 @@ TEST(BubblePredictorTest, OpenWaitPrefersAPredictedSlotToANearerStrayOne) {
 
 // After a slow stretch of compute the long bubble opens 190 ms late, past every phase rule
 // (and past the quarter period of the offset order), but it still comes right after the last
-// short bubble: the slot that learned to follow that one gets the open window.
-TEST(BubblePredictorTest, OpenWaitAfterASlowStretchTakesTheSlotThatFollowsInSequence) {
+// short bubble: the track that learned to follow that one gets the open window.
+TEST(BubblePredictorTest, OpenWaitAfterASlowStretchTakesTheTrackThatFollowsInSequence) {
     constexpr Nanos kLongP = 700 * kNsPerMs;
     constexpr Nanos kMs = kNsPerMs;
     BubblePredictor p =
@@ -266,10 +266,10 @@ TEST(BubblePredictorTest, OpenWaitAfterASlowStretchTakesTheSlotThatFollowsInSequ
     EXPECT_EQ(w->end_ns, open + 189 * kMs);
 }
 
-// An open wait that has outlasted every length of the slot it opened at is not that slot's
+// An open wait that has outlasted every length of the track it opened at is not that track's
 // bubble: it moves to the long one next to it at once, not only once it has also outlasted
-// the slot's length slack (10 ms), which left the first 10 ms of such waits uncovered.
-TEST(BubblePredictorTest, OpenWaitMovesAsSoonAsItOutlastsItsSlot) {
+// the track's length slack (10 ms), which left the first 10 ms of such waits uncovered.
+TEST(BubblePredictorTest, OpenWaitMovesAsSoonAsItOutlastsItsTrack) {
     constexpr Nanos kLongP = 900 * kNsPerMs;
     constexpr Nanos kMs = kNsPerMs;
     BubblePredictor p = trainedOnOpen(kLongP, {{100, 101}, {121, 321}, {500, 600}}, 200 * kNsPerUs);

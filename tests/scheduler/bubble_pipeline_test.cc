@@ -87,10 +87,10 @@ TEST(BubblePipeline, DecidesThePredictorsWindowsCompletedByTheOpenWaitModel) {
     EXPECT_TRUE(d.publish);
     predictor.noteOpen(open.start_ns);
     std::vector<PredictedWindow> want;
-    Nanos slot_end = 0;
-    ASSERT_EQ(predictor.predict(now, &want, &slot_end), PredictionStatus::kOk);
-    EXPECT_EQ(slot_end, open.start_ns + 25 * kMs) << "the fill slot's waits last 25 ms";
-    completeOpenWindow(model, open, slot_end, kDefaultBubbleGuardNs, now,
+    Nanos track_end = 0;
+    ASSERT_EQ(predictor.predict(now, &want, &track_end), PredictionStatus::kOk);
+    EXPECT_EQ(track_end, open.start_ns + 25 * kMs) << "the fill track's waits last 25 ms";
+    completeOpenWindow(model, open, track_end, kDefaultBubbleGuardNs, now,
                        predictor.period(now).cycleOf(open.start_ns), &want);
     ASSERT_EQ(d.windows.size(), want.size());
     bool saw_open = false;
@@ -103,7 +103,7 @@ TEST(BubblePipeline, DecidesThePredictorsWindowsCompletedByTheOpenWaitModel) {
     }
     ASSERT_TRUE(saw_open);
     EXPECT_EQ(d.windows.front().end_ns, b + 35 * kMs - kDefaultBubbleGuardNs)
-        << "the transfer's end: first data + 10 ms per MiB, past the slot's 30 ms";
+        << "the transfer's end: first data + 10 ms per MiB, past the track's 30 ms";
 }
 
 TEST(BubblePipeline, PublishesOnlyWhenTheSetChanged) {

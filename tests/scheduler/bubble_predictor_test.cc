@@ -24,9 +24,9 @@ using testing::Rng;
 using testing::runLive;
 using testing::Trace;
 
-// The slot model alone: windows stand as predicted (confirm_open off), as for a caller that
-// cannot see a wait begin. These tests judge the slots, including bubbles never observed.
-BubblePredictorConfig slotsAlone() {
+// The track model alone: windows stand as predicted (confirm_open off), as for a caller that
+// cannot see a wait begin. These tests judge the tracks, including bubbles never observed.
+BubblePredictorConfig tracksAlone() {
     BubblePredictorConfig cfg;
     cfg.confirm_open = false;
     return cfg;
@@ -76,13 +76,13 @@ TEST(BubblePredictorTest, AccurateOnThreeBubblesPerIteration) {
         PatternSpec spec = threeBubbles();
         spec.drop = 0.1;
         Trace t = generate(spec, 120, kNsPerSec, rng);
-        BubblePredictor p(slotsAlone());
+        BubblePredictor p(tracksAlone());
         Live live = runLive(p, t.observed, kNsPerSec, t.end_ns);
         const Nanos warm = kNsPerSec + 40 * kP;
         const Accuracy a = measureAccuracy(t.truth, live.predicted, {warm, t.end_ns});
         EXPECT_GE(a.coverage, 0.9);
         EXPECT_GE(a.precision, 0.95);
-        EXPECT_EQ(p.slotCount(), 3u);
+        EXPECT_EQ(p.trackCount(), 3u);
     }
 }
 
@@ -98,7 +98,7 @@ TEST(BubblePredictorTest, AccurateWithManySmallBubbles) {
         spec.event_jitter = 0.001;
         spec.drop = 0.05;
         Trace t = generate(spec, 120, kNsPerSec, rng);
-        BubblePredictorConfig cfg = slotsAlone();
+        BubblePredictorConfig cfg = tracksAlone();
         cfg.guard_ns = 100 * kNsPerUs;
         BubblePredictor p(cfg);
         Live live = runLive(p, t.observed, kNsPerSec, t.end_ns);
@@ -106,7 +106,7 @@ TEST(BubblePredictorTest, AccurateWithManySmallBubbles) {
         const Accuracy a = measureAccuracy(t.truth, live.predicted, {warm, t.end_ns});
         EXPECT_GE(a.coverage, 0.9);
         EXPECT_GE(a.precision, 0.95);
-        EXPECT_EQ(p.slotCount(), 8u);
+        EXPECT_EQ(p.trackCount(), 8u);
     }
 }
 
@@ -118,7 +118,7 @@ TEST(BubblePredictorTest, PredictsBubblesItDidNotObserve) {
         PatternSpec spec = threeBubbles();
         spec.drop = 0.2;
         Trace t = generate(spec, 120, kNsPerSec, rng);
-        BubblePredictor p(slotsAlone());
+        BubblePredictor p(tracksAlone());
         Live live = runLive(p, t.observed, kNsPerSec, t.end_ns);
         const Nanos warm = kNsPerSec + 40 * kP;
         // Accuracy against the truth restricted to the bubbles that were dropped.
@@ -195,8 +195,8 @@ TEST(BubblePredictorTest, RelearnsAfterAPeriodChange) {
 }
 
 // A 1F1B middle stage on a WAN (the shape atlas-pipeline-bench records): P = 1 s, a long
-// bubble 20 ms after two 1 ms waits. A slot window of 5% of P (50 ms) would fold them into one
-// slot; the 10 ms cap keeps all eight apart. Observed intervals carry no iteration jitter
+// bubble 20 ms after two 1 ms waits. A track window of 5% of P (50 ms) would fold them into one
+// track; the 10 ms cap keeps all eight apart. Observed intervals carry no iteration jitter
 // beyond 1% because compute, not the period, sets the offsets.
 TEST(BubblePredictorTest, KeepsBubblesTensOfMsApartAtLongPeriods) {
     PatternSpec spec;
@@ -218,21 +218,21 @@ TEST(BubblePredictorTest, KeepsBubblesTensOfMsApartAtLongPeriods) {
             const Accuracy a = measureAccuracy(t.truth, live.predicted, {warm, t.end_ns});
             EXPECT_GE(a.coverage, 0.9);
             EXPECT_GE(a.precision, confirm ? 0.99 : 0.95);
-            EXPECT_EQ(p.slotCount(), 8u);
+            EXPECT_EQ(p.trackCount(), 8u);
         }
     }
-    // The reason for the cap: without it the close bubbles can share slots. The sequence
+    // The reason for the cap: without it the close bubbles can share tracks. The sequence
     // match keeps most runs apart even then, so this needs the seeds where phase alone
-    // decided a bubble's first slot.
+    // decided a bubble's first track.
     size_t merged = 0;
     for (uint64_t seed = 1; seed <= 3; ++seed) {
         Rng rng(seed);
         Trace t = generate(spec, 60, kNsPerSec, rng);
         BubblePredictorConfig uncapped;
-        uncapped.slot_tolerance_max_ns = spec.period_ns;
+        uncapped.track_tolerance_max_ns = spec.period_ns;
         BubblePredictor p(uncapped);
         (void)runLive(p, t.observed, kNsPerSec, t.end_ns);
-        merged += p.slotCount() < 8u ? 1 : 0;
+        merged += p.trackCount() < 8u ? 1 : 0;
     }
     EXPECT_GE(merged, 1u);
 }
@@ -263,8 +263,8 @@ TEST(BubblePredictorTest, AWaitLongerThanThePeriodForcesALongerPeriod) {
 // locks the detector on its spacing; the fill wait cannot fit in it, and a search above it
 // on every wait would lock on a multiple of the spacing (which the burst repeats too, while
 // the iteration is no multiple of it). Searching on the waits longer than the spacing finds
-// the iteration, and each of its 40 bubbles keeps a slot (more than the 32 slots there used
-// to be: every iteration evicted slots before they had the samples to be predicted).
+// the iteration, and each of its 40 bubbles keeps a track (more than the 32 tracks there used
+// to be: every iteration evicted tracks before they had the samples to be predicted).
 TEST(BubblePredictorTest, ALongBurstOfEvenlySpacedWaitsDoesNotHideTheIteration) {
     constexpr Nanos kIter = 3850 * kNsPerMs;
     std::vector<Interval> observed;
@@ -283,7 +283,7 @@ TEST(BubblePredictorTest, ALongBurstOfEvenlySpacedWaitsDoesNotHideTheIteration) 
     const PeriodEstimate est = p.period(end);
     ASSERT_TRUE(est.locked());
     EXPECT_NEAR(static_cast<double>(est.period_ns), static_cast<double>(kIter), 1e6);
-    EXPECT_EQ(p.slotCount(), 40u);
+    EXPECT_EQ(p.trackCount(), 40u);
     const Accuracy a = measureAccuracy(observed, live.predicted, {kNsPerSec + 10 * kIter, end});
     EXPECT_GE(a.coverage, 0.95);
     EXPECT_GE(a.precision, 0.99);
@@ -300,7 +300,7 @@ TEST(BubblePredictorTest, RejectsMalformedIntervals) {
 TEST(BubblePredictorTest, ValidatesConfig) {
     EXPECT_TRUE(validate(BubblePredictorConfig{}).isOk());
     BubblePredictorConfig c;
-    c.min_slot_samples = c.slot_history + 1;
+    c.min_track_samples = c.track_history + 1;
     EXPECT_EQ(validate(c).code(), Code::kInvalidArgument);
     c = {};
     c.horizon_iterations = 0;
@@ -309,10 +309,10 @@ TEST(BubblePredictorTest, ValidatesConfig) {
     c.detector.tolerance = 0.5;
     EXPECT_EQ(validate(c).code(), Code::kInvalidArgument);
     c = {};
-    c.slot_tolerance = 0.0;
+    c.track_tolerance = 0.0;
     EXPECT_EQ(validate(c).code(), Code::kInvalidArgument);
     c = {};
-    c.slot_tolerance_max_ns = 0;
+    c.track_tolerance_max_ns = 0;
     EXPECT_EQ(validate(c).code(), Code::kInvalidArgument);
 }
 

@@ -1,4 +1,4 @@
-// Helpers of the BubblePredictor tests (bubble_predictor_test.cc: the slot model;
+// Helpers of the BubblePredictor tests (bubble_predictor_test.cc: the track model;
 // bubble_open_wait_test.cc: the window of the wait open now): polling the predictor as a
 // reader of the bubble channel, and predicting with a wait open.
 #pragma once

@@ -1,6 +1,6 @@
 // OpenWaitModel and completeOpenWindow: what is learned from finished waits, the early
 // quantile of the samples that outlast the open wait, and how the open wait's window is
-// extended to its transfer's end or made from its elapsed time when no slot gave it one.
+// extended to its transfer's end or made from its elapsed time when no track gave it one.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -117,7 +117,7 @@ TEST(OpenWaitConfig, RejectsBadValues) {
 TEST(CompleteOpenWindow, TheOpenWindowLastsUntilItsTransferLands) {
     const OpenWaitModel m = trained(10);
     const Nanos guard = kMs;
-    // The slot said 25 ms; the transfer began late, at 40 ms: the wait ends at 50 ms.
+    // The track said 25 ms; the transfer began late, at 40 ms: the wait ends at 50 ms.
     std::vector<PredictedWindow> w = {{6 * kMs, 29 * kMs, 0.9, 7, true},
                                       {61 * kMs, 79 * kMs, 0.9, 7, false}};
     completeOpenWindow(m, {5 * kMs, 0, 40 * kMs, kMiB}, 0, guard, 41 * kMs, 7, &w);
@@ -125,8 +125,8 @@ TEST(CompleteOpenWindow, TheOpenWindowLastsUntilItsTransferLands) {
     EXPECT_EQ(w[0].start_ns, 6 * kMs);
     EXPECT_EQ(w[0].end_ns, 49 * kMs);
     EXPECT_EQ(w[1].end_ns, 79 * kMs) << "other windows are left alone";
-    // A transfer that began early does not cut the slot's window short, and the elapsed
-    // time does not touch a window the slot gave.
+    // A transfer that began early does not cut the track's window short, and the elapsed
+    // time does not touch a window the track gave.
     w = {{6 * kMs, 29 * kMs, 0.9, 7, true}};
     completeOpenWindow(m, {5 * kMs, 0, 12 * kMs, kMiB}, 0, guard, 13 * kMs, 7, &w);
     EXPECT_EQ(w[0].end_ns, 29 * kMs);
@@ -134,7 +134,7 @@ TEST(CompleteOpenWindow, TheOpenWindowLastsUntilItsTransferLands) {
 
 TEST(CompleteOpenWindow, AWaitWithNoWindowGetsOneInPlaceOfThePlansItOverlaps) {
     const OpenWaitModel m = trained(10);  // waits of 30 ms
-    // The predictor placed the wait open since 200 ms in no slot; a planned window ahead
+    // The predictor placed the wait open since 200 ms in no track; a planned window ahead
     // overlaps what is now known to be this wait, one after it does not.
     const std::vector<PredictedWindow> plans = {{220 * kMs, 240 * kMs, 0.9, 3, false},
                                                 {300 * kMs, 320 * kMs, 0.9, 3, false}};
@@ -154,17 +154,17 @@ TEST(CompleteOpenWindow, AWaitWithNoWindowGetsOneInPlaceOfThePlansItOverlaps) {
     EXPECT_EQ(w[0].end_ns, 234 * kMs);
 }
 
-// A wait its slot explains but gave no window (it is over, or out of the horizon): the lengths
-// of other waits give it one only up to where its slot says it ends; its transfer's end
+// A wait its track explains but gave no window (it is over, or out of the horizon): the lengths
+// of other waits give it one only up to where its track says it ends; its transfer's end
 // counts in full.
-TEST(CompleteOpenWindow, AWaitItsSlotExplainsEndsWhereItsSlotSays) {
+TEST(CompleteOpenWindow, AWaitItsTrackExplainsEndsWhereItsTrackSays) {
     const OpenWaitModel m = trained(10);  // waits of 30 ms
     std::vector<PredictedWindow> w;
     completeOpenWindow(m, {200 * kMs, 0, 0, 0}, 202 * kMs, kMs, 202 * kMs, 3, &w);
-    EXPECT_TRUE(w.empty()) << "its slot says it ends at 2 ms: the window is over";
+    EXPECT_TRUE(w.empty()) << "its track says it ends at 2 ms: the window is over";
     completeOpenWindow(m, {200 * kMs, 0, 0, 0}, 220 * kMs, kMs, 202 * kMs, 3, &w);
     ASSERT_EQ(w.size(), 1u);
-    EXPECT_EQ(w[0].end_ns, 219 * kMs) << "capped where its slot says (20 ms), not at 30 ms";
+    EXPECT_EQ(w[0].end_ns, 219 * kMs) << "capped where its track says (20 ms), not at 30 ms";
     w.clear();
     completeOpenWindow(m, {200 * kMs, 0, 225 * kMs, kMiB}, 202 * kMs, kMs, 226 * kMs, 3, &w);
     ASSERT_EQ(w.size(), 1u);

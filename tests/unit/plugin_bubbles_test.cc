@@ -313,7 +313,7 @@ TEST_F(ConfirmedPublisherTest, OpenWindowEndsWhenItsTransferWillHaveLanded) {
         iteration(k);
     }
     ASSERT_EQ(reader_->readState()->state, channel::PredictorState::kPredicting);
-    // The fill wait of the next iteration opens; its window ends with the slot's 25 ms.
+    // The fill wait of the next iteration opens; its window ends with the track's 25 ms.
     const Nanos base = iterationStart(30);
     obs_.posted(seq_, base + 5 * kMs);
     clock_.set(base + 6 * kMs);
