@@ -61,7 +61,7 @@ bool validWindow(const WindowRecordView& v, uint32_t max_set) {
 
 // Reads ring records [cursor.next, head) into batch (protocol M2/M3). Shared by both rings.
 template <typename Record, typename View, typename Copy, typename Valid>
-void readRing(const Record* slots, uint32_t capacity, uint64_t head, ReadCursor& cursor,
+void readRing(const Record* cells, uint32_t capacity, uint64_t head, ReadCursor& cursor,
               size_t max_records, Batch<View>& batch, Copy copy, Valid valid) {
     const uint64_t oldest = head > capacity ? head - capacity : 0;
     if (cursor.next < oldest) {
@@ -73,19 +73,19 @@ void readRing(const Record* slots, uint32_t capacity, uint64_t head, ReadCursor&
     batch.records.reserve(static_cast<size_t>(std::min<uint64_t>(count, capacity)));
     for (uint64_t n = cursor.next; n < cursor.next + count; ++n) {
         View v{};
-        switch (detail::readSlot(slots[n % capacity], n, [&](const Record& r) { copy(r, v); })) {
-            case detail::SlotRead::kOk:
+        switch (detail::readCell(cells[n % capacity], n, [&](const Record& r) { copy(r, v); })) {
+            case detail::CellRead::kOk:
                 if (valid(v)) {
                     batch.records.push_back(v);
                 } else {
                     ++batch.invalid;
                 }
                 break;
-            case detail::SlotRead::kOverwritten:
+            case detail::CellRead::kOverwritten:
                 // The writer lapped this reader while it was reading: the record is gone.
                 ++batch.lost;
                 break;
-            case detail::SlotRead::kNotWritten:
+            case detail::CellRead::kNotWritten:
                 // Below head but never completed: only a corrupt segment does this.
                 ++batch.invalid;
                 break;
@@ -235,12 +235,12 @@ Result<PredictionSet> ChannelReader::readPredictions() noexcept {
             }
             const uint64_t last = head - 1;
             WindowRecordView tail{};
-            const auto r = detail::readSlot(windows_[last % capacity], last,
+            const auto r = detail::readCell(windows_[last % capacity], last,
                                             [&](const WindowRecord& w) { copyWindow(w, tail); });
-            if (r == detail::SlotRead::kOverwritten) {
+            if (r == detail::CellRead::kOverwritten) {
                 continue;  // two sets went by while we looked; try the newest
             }
-            if (r == detail::SlotRead::kNotWritten || !validWindow(tail, max_set) ||
+            if (r == detail::CellRead::kNotWritten || !validWindow(tail, max_set) ||
                 (tail.set_count != 0 && tail.set_index != tail.set_count - 1) ||
                 tail.set_count > head) {
                 ++counters_.invalid;
@@ -258,11 +258,11 @@ Result<PredictionSet> ChannelReader::readPredictions() noexcept {
             bool torn = false;
             for (uint64_t n = first; n <= last && !torn; ++n) {
                 WindowRecordView v{};
-                const auto rr = detail::readSlot(windows_[n % capacity], n,
+                const auto rr = detail::readCell(windows_[n % capacity], n,
                                                  [&](const WindowRecord& w) { copyWindow(w, v); });
-                if (rr == detail::SlotRead::kOverwritten) {
+                if (rr == detail::CellRead::kOverwritten) {
                     torn = true;
-                } else if (rr == detail::SlotRead::kNotWritten || !validWindow(v, max_set) ||
+                } else if (rr == detail::CellRead::kNotWritten || !validWindow(v, max_set) ||
                            v.set_id != tail.set_id || v.set_index != n - first ||
                            v.set_count != tail.set_count) {
                     ++counters_.invalid;

@@ -110,7 +110,7 @@ Result<ChannelWriter> ChannelWriter::create(const std::string& name, ChannelCapa
         w.since_ns_ = now;
 
         // The object is fresh and zero-filled (ftruncate), so every ring seq, head and
-        // counter already reads 0 and every slot reads "never written". Nobody can trust
+        // counter already reads 0 and every cell reads "never written". Nobody can trust
         // these fields before magic is published below.
         SegmentHeader* h = w.header_;
         h->abi_version = kAbiVersion;
@@ -184,7 +184,7 @@ bool ChannelWriter::publishObserved(const IdleInterval& interval) noexcept {
         return false;
     }
     const uint64_t n = idle_head_;
-    detail::writeSlot(idle_[n % idle_capacity_], n, [&](IdleRecord& r) {
+    detail::writeCell(idle_[n % idle_capacity_], n, [&](IdleRecord& r) {
         r.start_ns.store(interval.start_ns, std::memory_order_relaxed);
         r.end_ns.store(interval.end_ns, std::memory_order_relaxed);
         r.iteration.store(interval.iteration, std::memory_order_relaxed);
@@ -239,7 +239,7 @@ size_t ChannelWriter::publishPredictions(std::span<const PredictedWindow> window
     uint64_t n = first;
     if (count == 0) {
         // An empty set is one placeholder record with set_count 0.
-        detail::writeSlot(windows_[n % window_capacity_], n,
+        detail::writeCell(windows_[n % window_capacity_], n,
                           [&](WindowRecord& r) { fill(r, nullptr, 0); });
         ++n;
     } else {
@@ -251,7 +251,7 @@ size_t ChannelWriter::publishPredictions(std::span<const PredictedWindow> window
             if (w.end_ns < w.start_ns) {
                 continue;
             }
-            detail::writeSlot(windows_[n % window_capacity_], n,
+            detail::writeCell(windows_[n % window_capacity_], n,
                               [&](WindowRecord& r) { fill(r, &w, index); });
             ++n;
             ++index;

@@ -123,7 +123,7 @@ Result<ProcessView> parseSegment(const void* data, size_t size) {
             continue;
         }
         CommView c;
-        c.slot = i;
+        c.index = i;
         c.comm_id = ld(r.comm_id);
         c.session_id = ld(r.session_id);
         const uint64_t role = ld(r.role);

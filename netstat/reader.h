@@ -29,7 +29,7 @@ struct StreamView {
 };
 
 struct CommView {
-    uint32_t slot = 0;
+    uint32_t index = 0;  // the comm's entry in the segment
     uint64_t comm_id = 0, session_id = 0;
     Role role = kRoleSend;
     uint32_t dev = 0;

@@ -11,7 +11,7 @@ namespace atlas::plugin {
 
 IdleRecorder::IdleRecorder() {
     for (size_t i = 0; i < kCapacity; ++i) {
-        slots_[i].seq.store(i, std::memory_order_relaxed);  // slot i is free for position i
+        cells_[i].seq.store(i, std::memory_order_relaxed);  // cell i is free for position i
     }
 }
 
@@ -95,9 +95,9 @@ void IdleRecorder::abandoned(uint64_t comm_id, int64_t pending) noexcept {
 void IdleRecorder::push(const ObservedWait& wait) noexcept {
     uint64_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
-        Slot& s = slots_[pos % kCapacity];
-        // A slot is free for position `pos` when its sequence equals pos (initially the
-        // index; the consumer advances it by kCapacity when it frees the slot).
+        Cell& s = cells_[pos % kCapacity];
+        // A cell is free for position `pos` when its sequence equals pos (initially the
+        // index; the consumer advances it by kCapacity when it frees the cell).
         const uint64_t seq = s.seq.load(std::memory_order_acquire);
         const int64_t diff = static_cast<int64_t>(seq) - static_cast<int64_t>(pos);
         if (diff == 0) {
@@ -117,12 +117,12 @@ void IdleRecorder::push(const ObservedWait& wait) noexcept {
 }
 
 bool IdleRecorder::pop(ObservedWait* out) noexcept {
-    Slot& s = slots_[head_ % kCapacity];
+    Cell& s = cells_[head_ % kCapacity];
     if (s.seq.load(std::memory_order_acquire) != head_ + 1) {
         return false;
     }
     *out = s.wait;
-    // Frees the slot for position head_ + kCapacity (pairs with the producers' acquire).
+    // Frees the cell for position head_ + kCapacity (pairs with the producers' acquire).
     s.seq.store(head_ + kCapacity, std::memory_order_release);
     ++head_;
     return true;

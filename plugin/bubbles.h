@@ -93,14 +93,14 @@ class IdleRecorder {
     std::atomic<Nanos> transfer_start_{0};
     std::atomic<uint64_t> transfer_bytes_{0};
 
-    // Bounded multi-producer ring (per-slot sequence numbers).
-    struct Slot {
+    // Bounded multi-producer ring (per-cell sequence numbers).
+    struct Cell {
         std::atomic<uint64_t> seq{0};
         ObservedWait wait;
     };
-    std::array<Slot, kCapacity> slots_{};
-    std::atomic<uint64_t> tail_{0};  // next slot producers claim
-    uint64_t head_ = 0;              // next slot the consumer reads
+    std::array<Cell, kCapacity> cells_{};
+    std::atomic<uint64_t> tail_{0};  // next cell producers claim
+    uint64_t head_ = 0;              // next cell the consumer reads
     std::atomic<uint64_t> dropped_{0};
 };
 

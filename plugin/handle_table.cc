@@ -31,16 +31,16 @@ const char* handleKindName(HandleKind kind) {
     return "unknown";
 }
 
-const HandleTable::Slot* HandleTable::slotAt(uint32_t index) const noexcept {
+const HandleTable::Entry* HandleTable::entryAt(uint32_t index) const noexcept {
     // Pairs with the release store that published the chunk.
     const Chunk* c = chunks_[index >> kChunkBits].load(std::memory_order_acquire);
-    return c != nullptr ? &c->slots[index & (kChunkSlots - 1)] : nullptr;
+    return c != nullptr ? &c->entries[index & (kChunkEntries - 1)] : nullptr;
 }
 
-HandleTable::Slot* HandleTable::slotLocked(uint32_t index) {
+HandleTable::Entry* HandleTable::entryLocked(uint32_t index) {
     return &chunks_[index >> kChunkBits]
                 .load(std::memory_order_relaxed)
-                ->slots[index & (kChunkSlots - 1)];
+                ->entries[index & (kChunkEntries - 1)];
 }
 
 Result<void*> HandleTable::add(HandleKind kind, void* obj) {
@@ -56,7 +56,7 @@ Result<void*> HandleTable::add(HandleKind kind, void* obj) {
     uint32_t index = 0;
     if (free_head_ != 0) {
         index = free_head_ - 1;
-        free_head_ = slotLocked(index)->next_free;
+        free_head_ = entryLocked(index)->next_free;
     } else {
         if (high_water_ == kCapacity) {
             return Status(Code::kSystem, "handle table full (" + std::to_string(kCapacity) +
@@ -76,7 +76,7 @@ Result<void*> HandleTable::add(HandleKind kind, void* obj) {
     const uint64_t serial = next_serial_;
     next_serial_ = next_serial_ == (1ull << kSerialBits) - 1 ? 1 : next_serial_ + 1;
     const uint64_t token = tagOf(kind) | (serial << kIndexBits) | index;
-    Slot* s = slotLocked(index);
+    Entry* s = entryLocked(index);
     s->obj.store(obj, std::memory_order_relaxed);
     // Publishes obj to find() (pairs with its acquire load of the token).
     s->token.store(token, std::memory_order_release);
@@ -89,7 +89,7 @@ void* HandleTable::find(HandleKind kind, const void* token) const noexcept {
     if (kindOf(t) != kind) {
         return nullptr;  // NULL, a pointer, garbage or another kind: nothing is read
     }
-    const Slot* s = slotAt(indexOf(t));
+    const Entry* s = entryAt(indexOf(t));
     if (s == nullptr || s->token.load(std::memory_order_acquire) != t) {
         return nullptr;
     }
@@ -100,7 +100,7 @@ void* HandleTable::findAt(uint32_t index, HandleKind* kind) const noexcept {
     if (index >= kCapacity) {
         return nullptr;
     }
-    const Slot* s = slotAt(index);
+    const Entry* s = entryAt(index);
     if (s == nullptr) {
         return nullptr;
     }
@@ -122,7 +122,7 @@ void* HandleTable::remove(HandleKind kind, const void* token) {
     if (index >= high_water_) {
         return nullptr;
     }
-    Slot* s = slotLocked(index);
+    Entry* s = entryLocked(index);
     if (s->token.load(std::memory_order_relaxed) != t) {
         return nullptr;
     }
@@ -137,7 +137,7 @@ void* HandleTable::remove(HandleKind kind, const void* token) {
 void HandleTable::removeAll(HandleKind kind, const std::function<void(void*)>& fn) {
     std::lock_guard<std::mutex> lock(mu_);
     for (uint32_t index = 0; index < high_water_; ++index) {
-        Slot* s = slotLocked(index);
+        Entry* s = entryLocked(index);
         const uint64_t t = s->token.load(std::memory_order_relaxed);
         if (t == 0 || kindOf(t) != kind) {
             continue;

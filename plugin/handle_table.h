@@ -12,17 +12,17 @@
 //   bit 63      1
 //   bits 60-62  kind (HandleKind)
 //   bits 20-59  serial: a process-wide counter, starting at a per-load random value
-//   bits 0-19   slot index
-// A slot remembers the whole token it was issued with, so a stale token does not match even
-// after its slot was reused: it would have to come back with the same serial, that is after
+//   bits 0-19   entry index
+// An entry remembers the whole token it was issued with, so a stale token does not match even
+// after its entry was reused: it would have to come back with the same serial, that is after
 // 2^40 (about 10^12) handles; NCCL creates a few per connection. Requests (kRequest) use the
-// same tag bits with their own layout (plugin/requests.h): they name their comm's slot.
+// same tag bits with their own layout (plugin/requests.h): they name their comm's entry.
 //
-// Cost: find() is lock-free and O(1): two dependent loads (the slot's chunk, the slot) and a
+// Cost: find() is lock-free and O(1): two dependent loads (the entry's chunk, the entry) and a
 // compare (perf/micro/handles_bench). add() and remove() take a mutex; they run at connection
 // setup and teardown only.
 //
-// Storage: chunks of slots, allocated on first use and never moved, so readers need no lock;
+// Storage: chunks of entries, allocated on first use and never moved, so readers need no lock;
 // they are freed only by releaseStorage() at unload, when nothing is live. The table itself
 // has a constexpr constructor and a trivial destructor: it can live in a global that the
 // library destructor still uses after C++ static destruction.
@@ -80,8 +80,8 @@ class HandleTable {
     Result<void*> add(HandleKind kind, void* obj);
     // The object of a live token of `kind`; nullptr for anything else. Lock-free, O(1).
     void* find(HandleKind kind, const void* token) const noexcept;
-    // The object in slot `index` and the kind of its live token; nullptr when the slot is free.
-    // For tokens that embed a slot index (requests name their comm).
+    // The object in entry `index` and the kind of its live token; nullptr when the entry is free.
+    // For tokens that embed an entry index (requests name their comm).
     void* findAt(uint32_t index, HandleKind* kind) const noexcept;
     // Unregisters a live token of `kind` and returns its object (the caller frees it);
     // nullptr, and nothing changes, for anything else.
@@ -97,25 +97,25 @@ class HandleTable {
 
   private:
     static constexpr int kChunkBits = 10;
-    static constexpr uint32_t kChunkSlots = 1u << kChunkBits;
-    static constexpr uint32_t kChunks = kCapacity / kChunkSlots;
+    static constexpr uint32_t kChunkEntries = 1u << kChunkBits;
+    static constexpr uint32_t kChunks = kCapacity / kChunkEntries;
 
-    struct Slot {
+    struct Entry {
         std::atomic<uint64_t> token{0};   // the live token, 0 when free
         std::atomic<void*> obj{nullptr};  // written before token is published
         uint32_t next_free = 0;           // free list link (index + 1); guarded by mu_
     };
     struct Chunk {
-        Slot slots[kChunkSlots];
+        Entry entries[kChunkEntries];
     };
 
-    const Slot* slotAt(uint32_t index) const noexcept;
-    Slot* slotLocked(uint32_t index);
+    const Entry* entryAt(uint32_t index) const noexcept;
+    Entry* entryLocked(uint32_t index);
 
     std::atomic<Chunk*> chunks_[kChunks] = {};
     mutable std::mutex mu_;
-    uint32_t free_head_ = 0;    // first free slot (index + 1), 0 when none; guarded by mu_
-    uint32_t high_water_ = 0;   // slots ever used; guarded by mu_
+    uint32_t free_head_ = 0;    // first free entry (index + 1), 0 when none; guarded by mu_
+    uint32_t high_water_ = 0;   // entries ever used; guarded by mu_
     uint64_t next_serial_ = 0;  // 0: not seeded yet; guarded by mu_
     size_t live_ = 0;           // guarded by mu_
 };

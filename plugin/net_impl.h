@@ -100,7 +100,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm);
 ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle);
 ncclResult_t deregMr(void* comm, void* mhandle);
 
-// *request = NULL with ncclSuccess means "no slot now, retry" (back-pressure). Sizes above
+// *request = NULL with ncclSuccess means "no free request now, retry" (back-pressure). Sizes above
 // INT_MAX are rejected because test() reports sizes as int in every ABI version.
 // phandle (v10+, else NULL): NCCL's profiler parent of this request's event.
 ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void* phandle,

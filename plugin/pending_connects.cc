@@ -6,7 +6,7 @@
 namespace atlas::plugin {
 namespace {
 
-// NCCL's buffer while an attempt is in progress: the token in the handle's scratch slot
+// NCCL's buffer while an attempt is in progress: the token in the handle's scratch field
 // (transport/net.h), which the listener zeroed.
 constexpr uint32_t kPendingMagic = 0x43505441;  // "ATPC"
 constexpr size_t kOffset = transport::kHandleScratchOffset;

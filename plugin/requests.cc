@@ -9,8 +9,8 @@
 namespace atlas::plugin {
 namespace {
 
-static_assert(RequestPool::kSlots == 32, "free_mask_ has one bit per slot");
-static_assert(RequestPool::kSlots == 1 << RequestPool::kSlotBits);
+static_assert(RequestPool::kEntries == 32, "free_mask_ has one bit per entry");
+static_assert(RequestPool::kEntries == 1 << RequestPool::kIndexBits);
 static_assert(RequestPool::kCheckShift == RequestPool::kOwnerShift + HandleTable::kIndexBits);
 static_assert(RequestPool::kCheckShift + RequestPool::kCheckBits == HandleTable::kKindShift);
 constexpr uint64_t kCheckMask = (1ull << RequestPool::kCheckBits) - 1;
@@ -40,13 +40,13 @@ ncclProfilerCallback_t profilerCallback() {
 
 RequestPool::RequestPool(RequestOp op, int dev, int nstreams, uint64_t inline_bytes)
     : op_(op), dev_(dev), nstreams_(nstreams), inline_bytes_(inline_bytes) {
-    for (PluginRequest& r : slots_) {
+    for (PluginRequest& r : entries_) {
         r.pool = this;
     }
 }
 
 RequestPool::~RequestPool() {
-    for (PluginRequest& r : slots_) {
+    for (PluginRequest& r : entries_) {
         if (r.token != 0 && r.event != nullptr) {
             emit(&r.event, ncclProfilerNetEventStop, nullptr, nullptr);
         }
@@ -59,7 +59,7 @@ void RequestPool::bindHandles(const void* comm_token) {
     const auto t = reinterpret_cast<uint64_t>(comm_token);
     token_base_ = HandleTable::tagOf(HandleKind::kRequest) |
                   (static_cast<uint64_t>(HandleTable::indexOf(t)) << kOwnerShift);
-    // The comm's serial, spread over the check bits: comms that reuse a table slot start
+    // The comm's serial, spread over the check bits: comms that reuse a table entry start
     // their posting numbers at unrelated points.
     salt_ = (t >> HandleTable::kIndexBits) * 0x9e3779b97f4a7c15ull;
 }
@@ -75,7 +75,7 @@ bool RequestPool::ownerIndex(const void* handle, uint32_t* index) {
 
 PluginRequest* RequestPool::find(const void* handle) {
     const auto t = reinterpret_cast<uint64_t>(handle);
-    PluginRequest& r = slots_[t & (kSlots - 1)];
+    PluginRequest& r = entries_[t & (kEntries - 1)];
     return (t != 0 && r.token == t) ? &r : nullptr;
 }
 
@@ -83,17 +83,17 @@ PluginRequest* RequestPool::reserve() {
     if (free_mask_ == 0) {
         return nullptr;
     }
-    // Round-robin from the slot after the last one used. (A stale handle NCCL kept by
-    // mistake cannot alias the next request of its slot anyway: tokens carry a check.)
-    const uint32_t start = static_cast<uint32_t>(next_seq_ % kSlots);
+    // Round-robin from the entry after the last one used. (A stale handle NCCL kept by
+    // mistake cannot alias the next request of its entry anyway: tokens carry a check.)
+    const uint32_t start = static_cast<uint32_t>(next_seq_ % kEntries);
     const uint32_t rotated = std::rotr(free_mask_, static_cast<int>(start));
-    const uint32_t i = (start + static_cast<uint32_t>(std::countr_zero(rotated))) % kSlots;
+    const uint32_t i = (start + static_cast<uint32_t>(std::countr_zero(rotated))) % kEntries;
     free_mask_ &= ~(1u << i);
-    return &slots_[i];
+    return &entries_[i];
 }
 
 void RequestPool::unreserve(PluginRequest* r) {
-    free_mask_ |= 1u << static_cast<uint32_t>(r - slots_.data());
+    free_mask_ |= 1u << static_cast<uint32_t>(r - entries_.data());
 }
 
 int RequestPool::streamOf(size_t bytes) const {
@@ -120,7 +120,7 @@ void RequestPool::posted(PluginRequest* r, transport::Request* inner, size_t len
     r->seq = next_seq_++;
     r->length = length;
     r->token = token_base_ | (((r->seq + salt_) & kCheckMask) << kCheckShift) |
-               static_cast<uint64_t>(r - slots_.data());
+               static_cast<uint64_t>(r - entries_.data());
     if (phandle != nullptr && g_profiler.load(std::memory_order_relaxed) != nullptr) {
         atlasProfilerNetDescr_v1_t d;
         // A receive's capacity says nothing about the stream when it exceeds the inline
@@ -150,7 +150,7 @@ void RequestPool::reportStreamEvent(int stream, int kind, uint64_t frames) {
         return;
     }
     const PluginRequest* parent = nullptr;
-    for (const PluginRequest& r : slots_) {
+    for (const PluginRequest& r : entries_) {
         if (r.token != 0 && r.event != nullptr && (parent == nullptr || r.seq < parent->seq)) {
             parent = &r;
         }

@@ -4,16 +4,16 @@
 // transport's request and holds the NCCL profiler event of that transfer (NCCL 2.26+ passes
 // a phandle to isend/irecv and a callback to init). NCCL never sees its address: it gets a
 // token (plugin/handle_table.h's tag bits, kind kRequest) that names the comm's handle-table
-// slot and the pool slot, so test() resolves it through the table and rejects one that is not
+// entry and the pool entry, so test() resolves it through the table and rejects one that is not
 // an in-flight request of a live comm without reading the memory of a closed one:
 //   bit 63      1
 //   bits 60-62  HandleKind::kRequest
-//   bits 25-59  check: (posting number + a per-comm salt) mod 2^35; the comm's 32 slots are
+//   bits 25-59  check: (posting number + a per-comm salt) mod 2^35; the comm's 32 entries are
 //               reused, so a token kept after test() reported it done (or one of an earlier
-//               comm of the same table slot) matches only 2^35 posts later, or with
+//               comm of the same table entry) matches only 2^35 posts later, or with
 //               probability 2^-35 for another comm
-//   bits 5-24   the comm's handle-table slot
-//   bits 0-4    the pool slot
+//   bits 5-24   the comm's handle-table entry
+//   bits 0-4    the pool entry
 //
 // Profiler events (docs/nccl-abi.md section 6): when NCCL gave a callback at init and a
 // non-NULL phandle, isend/irecv start one atlasProfileRequest event (pluginId
@@ -67,9 +67,9 @@ ncclProfilerCallback_t profilerCallback();
 
 class RequestPool {
   public:
-    static constexpr int kSlots = NCCL_NET_MAX_REQUESTS;
-    static constexpr int kSlotBits = 5;
-    static constexpr int kOwnerShift = kSlotBits;
+    static constexpr int kEntries = NCCL_NET_MAX_REQUESTS;
+    static constexpr int kIndexBits = 5;
+    static constexpr int kOwnerShift = kIndexBits;
     static constexpr int kCheckShift = kOwnerShift + 20;  // HandleTable::kIndexBits
     static constexpr int kCheckBits = 60 - kCheckShift;   // up to the kind bits
 
@@ -79,22 +79,22 @@ class RequestPool {
     RequestPool(const RequestPool&) = delete;
     RequestPool& operator=(const RequestPool&) = delete;
 
-    // A free slot, or nullptr when kSlots requests are in flight (then the transport has no
-    // free slot either: back-pressure).
+    // A free entry, or nullptr when kEntries requests are in flight (then the transport has no
+    // free entry either: back-pressure).
     PluginRequest* reserve();
-    // The transport had no room: the slot goes back unused.
+    // The transport had no room: the entry goes back unused.
     void unreserve(PluginRequest* r);
     // The transport accepted the request: record it and start its event.
     void posted(PluginRequest* r, transport::Request* inner, size_t length, void* phandle);
-    // test() saw it done with `bytes` moved: stop its event and free the slot.
+    // test() saw it done with `bytes` moved: stop its event and free the entry.
     void completed(PluginRequest* r, size_t bytes);
 
-    // The comm's handle-table token: its requests' tokens name the comm's slot. Once, before
+    // The comm's handle-table token: its requests' tokens name the comm's entry. Once, before
     // the first post.
     void bindHandles(const void* comm_token);
     // NCCL's handle for an in-flight request (after posted()).
     static void* handleOf(const PluginRequest* r) { return reinterpret_cast<void*>(r->token); }
-    // The handle-table slot of the comm that a request token names; false when `handle` is
+    // The handle-table entry of the comm that a request token names; false when `handle` is
     // not shaped like one (NULL, a pointer, another kind). Reads nothing.
     static bool ownerIndex(const void* handle, uint32_t* index);
     // The in-flight request of this pool behind `handle`, else nullptr (reported done, or
@@ -128,12 +128,12 @@ class RequestPool {
     int nstreams_;
     uint64_t inline_bytes_;
     uint64_t next_seq_ = 0;
-    uint32_t free_mask_ = ~0u;  // bit i: slots_[i] is free
+    uint32_t free_mask_ = ~0u;  // bit i: entries_[i] is free
     uint64_t token_base_ = 0;   // tag and owner bits of this pool's request tokens
     uint64_t salt_ = 0;         // added to the posting number in a token's check bits
     netstat::CommRecord* stats_ = nullptr;
     transport::StreamEventLog* events_ = nullptr;
-    std::array<PluginRequest, kSlots> slots_;
+    std::array<PluginRequest, kEntries> entries_;
 };
 
 }  // namespace atlas::plugin

@@ -29,7 +29,7 @@ class FairShare final : public LinkPolicy {
     Status remove(FlowId flow, Nanos now_ns);
 
     FlowTable flows_;
-    std::vector<uint32_t> active_;  // slots in arrival order (grants are listed in this order)
+    std::vector<uint32_t> active_;  // indices in arrival order (grants are listed in this order)
     std::vector<Grant> grants_;
     Nanos last_ns_ = 0;
     bool dirty_ = false;

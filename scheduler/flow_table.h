@@ -17,55 +17,55 @@ struct FlowRecord {
     FlowClass cls;
     uint64_t bytes = 0;
     uint64_t bytes_done = 0;
-    Nanos arrival_ns = 0;     // when the transfer was requested
-    uint32_t class_slot = 0;  // policy-specific (WorkloadAware: its class table index)
-    uint32_t order = 0;       // policy-specific (WorkloadAware: index within the cycle)
+    Nanos arrival_ns = 0;      // when the transfer was requested
+    uint32_t class_index = 0;  // policy-specific (WorkloadAware: its class table index)
+    uint32_t order = 0;        // policy-specific (WorkloadAware: index within the cycle)
 };
 // (The temporal policies keep their wait-list state, FIFO keys included, in a TemporalEntry
-// per slot: temporal_state.h.)
+// per entry: temporal_state.h.)
 
 class FlowTable {
   public:
     static constexpr uint32_t kNone = UINT32_MAX;
 
     // Adds a record; kInvalidArgument if `id` already has an outstanding transfer.
-    // Slots are reused after remove(); a new slot is the next index (size of the slab).
-    Status add(FlowId id, const FlowClass& cls, uint64_t bytes, Nanos now_ns, uint32_t* slot_out) {
+    // Entries are reused after remove(); a new entry is the next index (size of the slab).
+    Status add(FlowId id, const FlowClass& cls, uint64_t bytes, Nanos now_ns, uint32_t* index_out) {
         auto [it, inserted] = index_.try_emplace(id, kNone);
         if (!inserted) {
             return Status(Code::kInvalidArgument, "flow already has an outstanding transfer");
         }
-        uint32_t slot;
+        uint32_t index;
         if (!free_.empty()) {
-            slot = free_.back();
+            index = free_.back();
             free_.pop_back();
         } else {
-            slot = static_cast<uint32_t>(records_.size());
+            index = static_cast<uint32_t>(records_.size());
             records_.emplace_back();
         }
-        it->second = slot;
-        FlowRecord& r = records_[slot];
+        it->second = index;
+        FlowRecord& r = records_[index];
         r = FlowRecord{};
         r.id = id;
         r.cls = cls;
         r.bytes = bytes;
         r.arrival_ns = now_ns;
-        *slot_out = slot;
+        *index_out = index;
         return Status::ok();
     }
 
-    // Slot of `id`, or kNone.
+    // Index of `id`, or kNone.
     uint32_t find(FlowId id) const {
         auto it = index_.find(id);
         return it == index_.end() ? kNone : it->second;
     }
 
-    FlowRecord& at(uint32_t slot) { return records_[slot]; }
-    const FlowRecord& at(uint32_t slot) const { return records_[slot]; }
+    FlowRecord& at(uint32_t index) { return records_[index]; }
+    const FlowRecord& at(uint32_t index) const { return records_[index]; }
 
-    void remove(uint32_t slot) {
-        index_.erase(records_[slot].id);
-        free_.push_back(slot);
+    void remove(uint32_t index) {
+        index_.erase(records_[index].id);
+        free_.push_back(index);
     }
 
     size_t size() const { return index_.size(); }
@@ -73,11 +73,11 @@ class FlowTable {
     // Records cumulative progress of `id`'s transfer: kInvalidArgument for an unknown flow or
     // progress that goes backwards or past the transfer's size (nothing is changed then).
     Status recordProgress(FlowId id, uint64_t bytes_done) {
-        const uint32_t slot = find(id);
-        if (slot == kNone) {
+        const uint32_t index = find(id);
+        if (index == kNone) {
             return Status(Code::kInvalidArgument, "progress for an unknown flow");
         }
-        FlowRecord& r = records_[slot];
+        FlowRecord& r = records_[index];
         if (bytes_done > r.bytes || bytes_done < r.bytes_done) {
             return Status(Code::kInvalidArgument, "progress out of range or going backwards");
         }

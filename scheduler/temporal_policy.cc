@@ -11,16 +11,16 @@ TemporalPolicy::TemporalPolicy(const PolicyConfig& config)
 
 Status TemporalPolicy::onRequest(FlowId flow, const FlowClass& cls, uint64_t bytes, Nanos now_ns) {
     ATLAS_RETURN_IF_ERROR(checkTime(last_ns_, now_ns));
-    uint32_t slot = 0;
-    ATLAS_RETURN_IF_ERROR(flows_.add(flow, cls, bytes, now_ns, &slot));
+    uint32_t index = 0;
+    ATLAS_RETURN_IF_ERROR(flows_.add(flow, cls, bytes, now_ns, &index));
     last_ns_ = now_ns;
-    if (slot >= entries_.size()) {
-        entries_.resize(slot + 1, TemporalEntry{});  // kEntryUnused
+    if (index >= entries_.size()) {
+        entries_.resize(index + 1, TemporalEntry{});  // kEntryUnused
     }
-    noteRequest(flows_.at(slot), now_ns);
+    noteRequest(flows_.at(index), now_ns);
     TemporalCore c = core();
-    c.open(slot, cls.priority);
-    c.join(slot, now_ns);
+    c.open(index, cls.priority);
+    c.join(index, now_ns);
     dirty_ = true;
     return Status::ok();
 }
@@ -42,13 +42,13 @@ Status TemporalPolicy::onCancel(FlowId flow, Nanos now_ns) {
 
 Status TemporalPolicy::remove(FlowId flow, Nanos now_ns) {
     ATLAS_RETURN_IF_ERROR(checkTime(last_ns_, now_ns));
-    const uint32_t slot = flows_.find(flow);
-    if (slot == FlowTable::kNone) {
+    const uint32_t index = flows_.find(flow);
+    if (index == FlowTable::kNone) {
         return Status(Code::kInvalidArgument, "completion or cancel for an unknown flow");
     }
     last_ns_ = now_ns;
-    core().close(slot);
-    flows_.remove(slot);
+    core().close(index);
+    flows_.remove(index);
     dirty_ = true;
     return Status::ok();
 }
@@ -71,7 +71,7 @@ std::span<const Grant> TemporalPolicy::decide(Nanos now_ns) {
     }
     core().decide(
         now_ns, [this](Nanos now) { return pickNext(now); },
-        [this](uint32_t slot, Nanos now) { return leaseEnd(flows_.at(slot), now); });
+        [this](uint32_t index, Nanos now) { return leaseEnd(flows_.at(index), now); });
     const uint32_t h = state().holder();
     if (h != TemporalCore::kNone) {
         grant_[0] = Grant{flows_.at(h).id, 1.0, link_.lease_end_ns};

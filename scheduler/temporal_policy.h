@@ -17,13 +17,13 @@
 // it); with several, within max_wait_ns + n * max_slot_ns.
 //
 // The state (holder, lease, wait list with its FIFO keys) is a TemporalLink plus one
-// TemporalEntry per flow slot, and every transition is TemporalCore's (temporal_state.h):
+// TemporalEntry per flow-table entry, and every transition is TemporalCore's (temporal_state.h):
 // the same code, over the same plain data, that the plugin's node-local arbitration runs in
 // shared memory. This class adds what a LinkPolicy needs around it: FlowIds, event
 // validation, the cached grant span.
 //
 // Threads: one owner. decide() is O(1) while the lease holds and nothing changed; choosing a
-// new holder is O(flow slots) with no allocation.
+// new holder is O(flow-table entries) with no allocation.
 #pragma once
 
 #include <array>
@@ -55,23 +55,23 @@ class TemporalPolicy : public LinkPolicy {
     explicit TemporalPolicy(const PolicyConfig& config);
 
     // Hook: a transfer arrived (record already in the table, not yet waiting). Subclasses
-    // learn here and may fill FlowRecord::class_slot / order.
+    // learn here and may fill FlowRecord::class_index / order.
     virtual void noteRequest(FlowRecord& /*record*/, Nanos /*now_ns*/) {}
-    // Hook: choose the next holder among the waiting slots (at least one waits). Default:
+    // Hook: choose the next holder among the waiting entries (at least one waits). Default:
     // the priority rule, state().priorityHead(now_ns, max_wait_ns_).
     virtual uint32_t pickNext(Nanos now_ns);
     // Hook: lease end for a holder granted at now_ns. Default: now + max_slot_ns.
     virtual Nanos leaseEnd(const FlowRecord& record, Nanos now_ns);
 
-    // Read-only view of the FIFO state: entry(slot).seq / queued_ns / priority, fifoHead(),
+    // Read-only view of the FIFO state: entry(index).seq / queued_ns / priority, fifoHead(),
     // agedHead(), priorityHead().
     const TemporalCore state() const { return TemporalCore::view(link_, entries_); }
-    // Calls f(slot, record, entry) for every waiting flow, in slot order.
+    // Calls f(index, record, entry) for every waiting flow, in index order.
     template <class F>
     void forEachWaiting(F&& f) const {
-        for (uint32_t slot = 0; slot < entries_.size(); ++slot) {
-            if (entries_[slot].state == kEntryWaiting) {
-                f(slot, flows_.at(slot), entries_[slot]);
+        for (uint32_t index = 0; index < entries_.size(); ++index) {
+            if (entries_[index].state == kEntryWaiting) {
+                f(index, flows_.at(index), entries_[index]);
             }
         }
     }
@@ -84,7 +84,7 @@ class TemporalPolicy : public LinkPolicy {
     TemporalCore core() { return TemporalCore(link_, entries_); }
     Status remove(FlowId flow, Nanos now_ns);
 
-    std::vector<TemporalEntry> entries_;  // indexed like flows_' slots
+    std::vector<TemporalEntry> entries_;  // indexed like flows_' entries
     TemporalLink link_{};
     std::array<Grant, 1> grant_{};
     size_t grant_count_ = 0;

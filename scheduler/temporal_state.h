@@ -46,7 +46,7 @@
 namespace atlas::sched {
 
 enum TemporalEntryState : uint32_t {
-    kEntryUnused = 0,   // no flow (a free slot of the table)
+    kEntryUnused = 0,   // no flow (a free entry of the table)
     kEntryIdle = 1,     // a flow with no transfer pending
     kEntryWaiting = 2,  // requested the link, waits in FIFO order
     kEntryHolding = 3,  // holds the link (exactly the entry TemporalLink::holder names)

@@ -70,13 +70,13 @@ size_t WorkloadAware::ClassHash::operator()(const FlowClass& c) const {
 
 WorkloadAware::WorkloadAware(const PolicyConfig& config) : TemporalPolicy(config) {}
 
-uint32_t WorkloadAware::classSlot(const FlowClass& cls) {
+uint32_t WorkloadAware::classIndex(const FlowClass& cls) {
     auto it = class_index_.find(cls);
     if (it != class_index_.end()) {
         return it->second;
     }
     // Memory stays bounded whatever classes an arbiter is sent: past kMaxClasses, new classes
-    // share one slot whose mixed request stream is unlikely to lock: they are served FIFO.
+    // share one class entry whose mixed request stream is unlikely to lock: they are served FIFO.
     if (classes_.size() >= kMaxClasses) {
         if (overflow_class_ == UINT32_MAX) {
             overflow_class_ = static_cast<uint32_t>(classes_.size());
@@ -84,15 +84,15 @@ uint32_t WorkloadAware::classSlot(const FlowClass& cls) {
         }
         return overflow_class_;
     }
-    const auto slot = static_cast<uint32_t>(classes_.size());
-    class_index_.emplace(cls, slot);
+    const auto index = static_cast<uint32_t>(classes_.size());
+    class_index_.emplace(cls, index);
     classes_.emplace_back(cls, config_.detector);
-    return slot;
+    return index;
 }
 
 void WorkloadAware::noteRequest(FlowRecord& record, Nanos now_ns) {
-    record.class_slot = classSlot(record.cls);
-    ClassState& c = classes_[record.class_slot];
+    record.class_index = classIndex(record.cls);
+    ClassState& c = classes_[record.class_index];
     // Times reaching here were validated as non-decreasing by TemporalPolicy.
     (void)c.detector.addEvent(now_ns);
     const PeriodEstimate est = c.detector.estimate(now_ns);
@@ -104,7 +104,7 @@ void WorkloadAware::noteRequest(FlowRecord& record, Nanos now_ns) {
         return;
     }
     if (ref_class_ == UINT32_MAX) {
-        ref_class_ = record.class_slot;
+        ref_class_ = record.class_index;
     }
     if (est.epoch != c.epoch) {
         c.epoch = est.epoch;
@@ -116,7 +116,7 @@ void WorkloadAware::noteRequest(FlowRecord& record, Nanos now_ns) {
     // not make the first micro-batch of an iteration look like the last of the previous one.
     const int64_t cycle = est.cycleOf(now_ns + tolerance(config_.detector, est.period_ns));
     if (cycle != c.cycle) {
-        if (record.class_slot == ref_class_ && cycle == c.cycle + 1) {
+        if (record.class_index == ref_class_ && cycle == c.cycle + 1) {
             recordIteration(now_ns - c.cycle_first_ns);
         }
         if (!c.cur_offsets.empty()) {
@@ -194,23 +194,23 @@ uint32_t WorkloadAware::pickNext(Nanos now_ns) {
     FifoKey fifo_key{};
     StaggerKey stagger_key{};
     MicroBatchKey micro_batch_key{};
-    forEachWaiting([&](uint32_t slot, const FlowRecord& r, const TemporalEntry& e) {
+    forEachWaiting([&](uint32_t index, const FlowRecord& r, const TemporalEntry& e) {
         const FifoKey fk{e.priority, e.seq};
         const StaggerKey sk{e.priority, r.cls.pipeline, r.order, backwardFirst(r), e.seq};
         const MicroBatchKey mk{e.priority, r.order, r.cls.pipeline, backwardFirst(r), e.seq};
         if (fifo == kNone || fk < fifo_key) {
-            fifo = slot;
+            fifo = index;
             fifo_key = fk;
         }
         if (stagger == kNone || sk < stagger_key) {
-            stagger = slot;
+            stagger = index;
             stagger_key = sk;
         }
         if (micro_batch == kNone || mk < micro_batch_key) {
-            micro_batch = slot;
+            micro_batch = index;
             micro_batch_key = mk;
         }
-        const PeriodEstimate est = classes_[r.class_slot].detector.estimate(now_ns);
+        const PeriodEstimate est = classes_[r.class_index].detector.estimate(now_ns);
         if (est.state == LockState::kSearching) {
             scan.learning = true;
         } else if (est.state == LockState::kLost) {
@@ -334,7 +334,7 @@ Nanos WorkloadAware::leaseEnd(const FlowRecord& record, Nanos now_ns) {
     if (last_mode_ != Mode::kPlanned || activePlan() != Plan::kStagger) {
         return base;
     }
-    const ClassState& own = classes_[record.class_slot];
+    const ClassState& own = classes_[record.class_index];
     const PeriodEstimate own_est = own.detector.estimate(now_ns);
     if (!own_est.locked() || own_est.confidence < config_.min_confidence) {
         return base;

@@ -127,7 +127,7 @@ class WorkloadAware final : public TemporalPolicy {
         size_t operator()(const FlowClass& c) const;
     };
 
-    uint32_t classSlot(const FlowClass& cls);
+    uint32_t classIndex(const FlowClass& cls);
     // What one pass over the contenders found about their classes' patterns.
     struct Scan {
         bool learning = false;   // some class has no period yet
@@ -145,7 +145,7 @@ class WorkloadAware final : public TemporalPolicy {
 
     std::unordered_map<FlowClass, uint32_t, ClassHash> class_index_;
     std::vector<ClassState> classes_;
-    uint32_t overflow_class_ = UINT32_MAX;  // shared slot past kMaxClasses classes
+    uint32_t overflow_class_ = UINT32_MAX;  // shared entry past kMaxClasses classes
     Mode last_mode_ = Mode::kLearning;
     Counters counters_;
 

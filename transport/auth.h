@@ -6,7 +6,7 @@
 // connection ids; the connector verifies it and proves the key with client_mac (which also
 // binds the stream plan it sends). Each data stream proves the key with a MAC bound to its
 // index and the session's nonces, so streams cannot be replayed into another session or
-// slot. Labels differ per role so one MAC can never be reflected as another.
+// stream index. Labels differ per role so one MAC can never be reflected as another.
 #pragma once
 
 #include <cstdint>

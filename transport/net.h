@@ -87,8 +87,8 @@ struct SocketAddress {
 // them and connect() keeps its in-progress state there.
 constexpr size_t kHandleSize = 128;
 constexpr size_t kHandleScratchOffset = 64;
-// A scratch slot: a magic word and a pointer-sized value at kHandleScratchOffset. Get returns
-// the value stored under `magic`, nullptr when the slot holds something else or nothing; Set
+// A scratch field: a magic word and a pointer-sized value at kHandleScratchOffset. Get returns
+// the value stored under `magic`, nullptr when the field holds something else or nothing; Set
 // with nullptr clears it. The transport keeps its connector there; the plugin a token.
 void* handleScratchGet(const uint8_t handle[kHandleSize], uint32_t magic);
 void handleScratchSet(uint8_t handle[kHandleSize], uint32_t magic, void* value);
@@ -175,8 +175,8 @@ constexpr int kMaxRequests = 32;
 class SendComm {
   public:
     ~SendComm();  // closes (same as close())
-    // Posts a send. *req == nullptr on success means "no slot; retry later" (back-pressure).
-    // Returns the comm's sticky error if one was recorded.
+    // Posts a send. *req == nullptr on success means "no free request; retry later"
+    // (back-pressure). Returns the comm's sticky error if one was recorded.
     Status isend(const void* data, size_t size, Request** req);
     // Waits (bounded by timeout_ms) until the owner engine has dropped every socket and
     // in-flight operation, then frees the comm. Requests still pending are abandoned.

@@ -82,10 +82,10 @@ class EpollReactor final : public Reactor {
             return;
         }
         FdRec* rec = it->second.get();
-        for (IoOp** slot : {&rec->send, &rec->recv}) {
-            if (*slot != nullptr) {
-                done_.emplace_back(*slot, -ECANCELED);
-                *slot = nullptr;
+        for (IoOp** op : {&rec->send, &rec->recv}) {
+            if (*op != nullptr) {
+                done_.emplace_back(*op, -ECANCELED);
+                *op = nullptr;
             }
         }
     }

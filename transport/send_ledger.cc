@@ -11,7 +11,7 @@ SendLedger::SendLedger(int nstreams, uint64_t store_limit, uint64_t chunk_bytes)
       store_limit_(store_limit),
       chunk_bytes_(std::max<uint64_t>(1, chunk_bytes)) {}
 
-SendLedger::Id SendLedger::add(uint32_t slot, uint64_t seq, uint64_t total, uint64_t offset,
+SendLedger::Id SendLedger::add(uint32_t index, uint64_t seq, uint64_t total, uint64_t offset,
                                uint32_t length, const uint8_t* src) {
     Id id;
     if (!free_.empty()) {
@@ -28,13 +28,13 @@ SendLedger::Id SendLedger::add(uint32_t slot, uint64_t seq, uint64_t total, uint
     f.offset = offset;
     f.length = length;
     f.src = src;
-    f.slot = slot;
-    f.in_slot = true;
+    f.entry = index;
+    f.in_entry = true;
     f.in_log = true;
     wire::encodeFrame({wire::FrameType::kData, static_cast<uint32_t>(seq), length, total, offset},
                       f.header);
-    Slot& s = slots_[slot];
-    f.next_in_slot = s.head;
+    Entry& s = entries_[index];
+    f.next_in_entry = s.head;
     s.head = id;
     ++s.pieces;
     unconfirmed_bytes_ += length;
@@ -88,8 +88,8 @@ void SendLedger::finishOp(int stream, Nanos now) {
         if (!f.accepted_once) {
             f.accepted_once = true;
             f.accepted_at = now;
-            if (f.in_slot) {
-                ++slots_[f.slot].accepted;
+            if (f.in_entry) {
+                ++entries_[f.entry].accepted;
             }
         }
     }
@@ -133,9 +133,9 @@ void SendLedger::popConfirmed(int stream, Nanos now, ConfirmResult* out) {
             out->bytes += f.length;
             out->max_lag_ns = std::max(out->max_lag_ns, now - f.accepted_at);
         }
-        // A piece of a message not yet complete locally stays linked to its slot: secure()
+        // A piece of a message not yet complete locally stays linked to its entry: secure()
         // forgets it without copying.
-        if (!f.in_slot) {
+        if (!f.in_entry) {
             release(id);
         }
     }
@@ -174,11 +174,11 @@ int64_t SendLedger::oldestHandedUnconfirmedSeq(int stream) const {
     return m;
 }
 
-bool SendLedger::secure(uint32_t slot, bool* store_full) {
+bool SendLedger::secure(uint32_t index, bool* store_full) {
     *store_full = false;
-    Slot& s = slots_[slot];
+    Entry& s = entries_[index];
     uint64_t need = 0;
-    for (Id id = s.head; id != kNone; id = frames_[id].next_in_slot) {
+    for (Id id = s.head; id != kNone; id = frames_[id].next_in_entry) {
         const Frame& f = frames_[id];
         if (f.in_op) {
             return false;  // a resend is reading the caller's buffer right now
@@ -193,9 +193,9 @@ bool SendLedger::secure(uint32_t slot, bool* store_full) {
     }
     for (Id id = s.head; id != kNone;) {
         Frame& f = frames_[id];
-        const Id next = f.next_in_slot;
-        f.in_slot = false;
-        f.next_in_slot = kNone;
+        const Id next = f.next_in_entry;
+        f.in_entry = false;
+        f.next_in_entry = kNone;
         if (!f.in_log) {
             release(id);
         } else if (f.length > 0) {
@@ -208,7 +208,7 @@ bool SendLedger::secure(uint32_t slot, bool* store_full) {
         }
         id = next;
     }
-    s = Slot{};
+    s = Entry{};
     return true;
 }
 

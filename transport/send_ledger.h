@@ -11,7 +11,7 @@
 //               assign()ed again (to a surviving or rejoined stream) from there.
 // A message completes locally (secure()) once each of its pieces was accepted by the kernel
 // at least once and each unconfirmed piece is copied into the store: the caller's buffer is
-// then free for reuse (NCCL reuses a slot as soon as test() says done) while the copy serves
+// then free for reuse (NCCL reuses a request as soon as test() says done) while the copy serves
 // any resend. Copies are made only at that moment and only of what is still unconfirmed, so
 // on a short path (confirmations beat completion) nothing is copied at all. The store holds at
 // most `store_limit` bytes: when a message's unconfirmed pieces do not fit, secure() refuses
@@ -50,13 +50,13 @@ class SendLedger {
         size_t copy_cap = 0;
         Nanos accepted_at = 0;  // first acceptance by the kernel (confirmation lag)
         int stream = -1;        // stream whose log holds it; -1 in the resend list
-        uint32_t slot = 0;
+        uint32_t entry = 0;     // its message's entry: the request index
         bool accepted_once = false;
-        bool in_op = false;    // part of a send the kernel is still taking
-        bool in_slot = false;  // its message has not completed locally
-        bool in_log = false;   // in a stream log or the resend list: not yet confirmed
+        bool in_op = false;     // part of a send the kernel is still taking
+        bool in_entry = false;  // its message has not completed locally
+        bool in_log = false;    // in a stream log or the resend list: not yet confirmed
         bool resent = false;
-        Id next_in_slot = kNone;
+        Id next_in_entry = kNone;
         uint8_t header[wire::kFrameHeaderBytes]{};
     };
 
@@ -72,8 +72,8 @@ class SendLedger {
     SendLedger(const SendLedger&) = delete;
     SendLedger& operator=(const SendLedger&) = delete;
 
-    // A new piece of message `seq` (request slot `slot`), payload at `src` (caller's buffer).
-    Id add(uint32_t slot, uint64_t seq, uint64_t total, uint64_t offset, uint32_t length,
+    // A new piece of message `seq` (request index `index`), payload at `src` (caller's buffer).
+    Id add(uint32_t index, uint64_t seq, uint64_t total, uint64_t offset, uint32_t length,
            const uint8_t* src);
     // References stay valid until the frame is forgotten (confirmed and its message complete).
     Frame& frame(Id id) { return frames_[id]; }
@@ -121,14 +121,16 @@ class SendLedger {
     void popResend() { resend_.pop_back(); }
     size_t resendCount() const { return resend_.size(); }
 
-    // ---- slots ----
-    // Every piece of the slot's message was accepted by the kernel at least once (`pieces`:
+    // ---- entries (one per request index) ----
+    // Every piece of the entry's message was accepted by the kernel at least once (`pieces`:
     // how many were added).
-    bool allAccepted(uint32_t slot) const { return slots_[slot].accepted == slots_[slot].pieces; }
-    // Completes the slot's message locally if possible: false while a piece is inside a
+    bool allAccepted(uint32_t index) const {
+        return entries_[index].accepted == entries_[index].pieces;
+    }
+    // Completes the entry's message locally if possible: false while a piece is inside a
     // send, or (counted in *store_full) when its unconfirmed pieces do not fit in the store.
     // On true the caller's buffer is no longer referenced.
-    bool secure(uint32_t slot, bool* store_full);
+    bool secure(uint32_t index, bool* store_full);
 
     // While held (a dead stream's send may still read frame memory), frames and copies that
     // are released are parked instead of freed; unhold() frees them.
@@ -150,7 +152,7 @@ class SendLedger {
         uint64_t queued_bytes = 0;
         int64_t top_seq = -1;
     };
-    struct Slot {
+    struct Entry {
         Id head = kNone;
         uint32_t pieces = 0;
         uint32_t accepted = 0;
@@ -166,7 +168,7 @@ class SendLedger {
     std::vector<Id> free_;
     std::vector<Id> parked_;
     std::vector<Log> logs_;
-    std::array<Slot, kMaxRequests> slots_{};
+    std::array<Entry, kMaxRequests> entries_{};
     std::vector<Id> resend_;  // sorted by (seq, offset) descending: back() is the oldest
     uint64_t store_limit_;
     uint64_t chunk_bytes_;

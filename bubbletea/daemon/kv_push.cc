@@ -147,7 +147,7 @@ Status KvPusher::send(Endpoint& ep, const void* data, size_t size, Nanos deadlin
         ATLAS_RETURN_IF_ERROR(ep.comm->isend(data, size, &req));
         if (req == nullptr) {
             if (monotonicNowNs() > deadline_ns) {
-                return {Code::kTimeout, "send slot wait timed out"};
+                return {Code::kTimeout, "timed out waiting for a free send request"};
             }
             post_backoff.pause();
         }

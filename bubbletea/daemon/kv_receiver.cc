@@ -160,7 +160,7 @@ Status KvReceiver::receive(transport::RecvComm& comm, void* data, size_t capacit
         ATLAS_RETURN_IF_ERROR(comm.irecv(data, capacity, &req));
         if (req == nullptr) {
             if (monotonicNowNs() > deadline) {
-                return {Code::kTimeout, "no receive slot"};
+                return {Code::kTimeout, "timed out waiting for a free receive request"};
             }
             post_backoff.pause();
         }

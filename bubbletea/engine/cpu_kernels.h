@@ -29,7 +29,7 @@ struct GemmOutput {
 
 // Per-worker packing buffers for gemm(); reuse one across calls to avoid allocation.
 // prepare() runs on the calling thread before a parallel loop; data() is then called by
-// each worker for its own slot only.
+// each worker for its own buffer only.
 class GemmScratch {
   public:
     void prepare(int workers, size_t floats_per_worker);

@@ -37,11 +37,11 @@ std::string layerTensorName(int64_t layer, std::string_view suffix) {
 namespace {
 
 // Per-layer tensor suffixes in storage order, with the LayerWeights member each fills.
-struct LayerSlot {
+struct LayerTensor {
     const char* suffix;
     TensorView LayerWeights::*member;
 };
-constexpr LayerSlot kLayerSlots[] = {
+constexpr LayerTensor kLayerTensors[] = {
     {"input_layernorm.weight", &LayerWeights::input_layernorm},
     {"self_attn.q_proj.weight", &LayerWeights::q_proj},
     {"self_attn.k_proj.weight", &LayerWeights::k_proj},
@@ -88,8 +88,8 @@ std::shared_ptr<const Weights> assemble(const ModelConfig& config,
                                         std::string description) {
     std::vector<LayerWeights> layers(static_cast<size_t>(config.num_hidden_layers));
     for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-        for (const LayerSlot& slot : kLayerSlots) {
-            layers[l].*slot.member = views.at(layerTensorName(l, slot.suffix));
+        for (const LayerTensor& t : kLayerTensors) {
+            layers[l].*t.member = views.at(layerTensorName(l, t.suffix));
         }
     }
     const TensorView embed = views.at(kEmbedName);
@@ -119,9 +119,9 @@ std::vector<std::pair<std::string, TensorView>> Weights::namedTensors() const {
     std::vector<std::pair<std::string, TensorView>> out;
     out.emplace_back(kEmbedName, embed_tokens_);
     for (size_t l = 0; l < layers_.size(); ++l) {
-        for (const LayerSlot& slot : kLayerSlots) {
-            out.emplace_back(layerTensorName(static_cast<int64_t>(l), slot.suffix),
-                             layers_[l].*slot.member);
+        for (const LayerTensor& t : kLayerTensors) {
+            out.emplace_back(layerTensorName(static_cast<int64_t>(l), t.suffix),
+                             layers_[l].*t.member);
         }
     }
     out.emplace_back(kNormName, norm_);
@@ -135,9 +135,9 @@ std::vector<ExpectedTensor> expectedTensors(const ModelConfig& c) {
     std::vector<ExpectedTensor> out;
     out.push_back({kEmbedName, c.vocab_size, c.hidden_size});
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-        for (const LayerSlot& slot : kLayerSlots) {
-            const auto [rows, cols] = layerShape(c, slot.suffix);
-            out.push_back({layerTensorName(l, slot.suffix), rows, cols});
+        for (const LayerTensor& t : kLayerTensors) {
+            const auto [rows, cols] = layerShape(c, t.suffix);
+            out.push_back({layerTensorName(l, t.suffix), rows, cols});
         }
     }
     out.push_back({kNormName, 1, c.hidden_size});

@@ -47,14 +47,14 @@ Result<BpeModel> BpeModel::build(TokenMap vocab,
                                                       "]: " + which + " is not in the vocabulary"};
         }
         const uint64_t key = pairKey(ia->second, ib->second);
-        size_t slot = mix(key) & (cap - 1);
-        while (m.table_[slot].key != 0 && m.table_[slot].key != key) {
-            slot = (slot + 1) & (cap - 1);
+        size_t index = mix(key) & (cap - 1);
+        while (m.table_[index].key != 0 && m.table_[index].key != key) {
+            index = (index + 1) & (cap - 1);
         }
-        if (m.table_[slot].key == 0) {
+        if (m.table_[index].key == 0) {
             ++m.merge_count_;
         }
-        m.table_[slot] = Merge{key, static_cast<int32_t>(rank), ij->second};
+        m.table_[index] = Merge{key, static_cast<int32_t>(rank), ij->second};
     }
     for (int b = 0; b < 256; ++b) {
         const std::string one(1, static_cast<char>(b));
@@ -68,16 +68,16 @@ Result<BpeModel> BpeModel::build(TokenMap vocab,
 const BpeModel::Merge* BpeModel::findMerge(int32_t left, int32_t right) const {
     const uint64_t key = pairKey(left, right);
     const size_t mask = table_.size() - 1;
-    size_t slot = mix(key) & mask;
+    size_t index = mix(key) & mask;
     while (true) {
-        const Merge& e = table_[slot];
+        const Merge& e = table_[index];
         if (e.key == key) {
             return &e;
         }
         if (e.key == 0) {
             return nullptr;
         }
-        slot = (slot + 1) & mask;
+        index = (index + 1) & mask;
     }
 }
 

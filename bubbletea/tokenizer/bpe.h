@@ -54,7 +54,7 @@ class BpeModel {
 
   private:
     struct Merge {
-        uint64_t key = 0;  // (left << 32) | right, + 1 so that 0 marks an empty slot
+        uint64_t key = 0;  // (left << 32) | right, + 1 so that 0 marks an empty entry
         int32_t rank = 0;
         int32_t new_id = 0;
     };

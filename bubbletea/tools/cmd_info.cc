@@ -8,9 +8,9 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "channel/channel_reader.h"
 #include "bubbletea/tools/cli_common.h"
 #include "bubbletea/tools/commands.h"
+#include "channel/channel_reader.h"
 
 namespace atlas::bubbletea::tools {
 
@@ -26,7 +26,7 @@ void printInfo(channel::ChannelReader& r, const std::string& label, bool image) 
         "  generation %" PRIu64 ", writer pid %d (%s), started %s ago, %s\n", info.generation,
         info.writer_pid, image ? "image: not checked" : (r.writerAlive() ? "alive" : "gone"),
         formatDuration(now - info.writer_start_ns).c_str(), channel::lifecycleName(r.lifecycle()));
-    std::printf("  rings: %u window slots, %u idle slots; %" PRIu64 " bytes\n",
+    std::printf("  rings: %u window cells, %u idle cells; %" PRIu64 " bytes\n",
                 info.window_capacity, info.idle_capacity, info.layout_size);
     const channel::WriterCounters wc = r.writerCounters();
     std::printf("  published: %" PRIu64 " idle intervals, %" PRIu64 " prediction sets (%" PRIu64

@@ -13,14 +13,14 @@ int cmdSynth(int argc, char** argv) {
         {"channel", true, "NAME", "channel to write (default: that of --rank, or rank 0)"},
         {"rank", true, "N", "write the default channel of local rank N"},
         {"period-ms", true, "MS", "iteration period (default 50)"},
-        {"idle", true, "OFF:DUR,...", "idle slots per iteration in ms (default 0:20)"},
+        {"idle", true, "OFF:DUR,...", "idle intervals per iteration in ms (default 0:20)"},
         {"shift-ms", true, "MS", "shift of predicted windows vs. the truth (default 0)"},
         {"confidence", true, "C", "confidence of predicted windows, 0..1 (default 0.9)"},
         {"horizon", true, "N", "iterations predicted beyond the current one (default 4)"},
         {"warmup", true, "N", "iterations before the first prediction (default 3)"},
         {"seconds", true, "S", "stop after S seconds (default 0: until Ctrl-C)"},
-        {"window-capacity", true, "N", "window ring slots (default 256)"},
-        {"idle-capacity", true, "N", "idle ring slots (default 4096)"},
+        {"window-capacity", true, "N", "window ring cells (default 256)"},
+        {"idle-capacity", true, "N", "idle ring cells (default 4096)"},
         {"mode", true, "OCTAL", "permission bits of the segment (default 0600)"},
         {"keep", false, "", "leave the segment behind (closed) on exit"},
         {"take-over", false, "", "replace a channel whose writer is still alive"},
@@ -35,9 +35,9 @@ int cmdSynth(int argc, char** argv) {
             "usage: atlas-bubbles synth [--channel NAME | --rank N] [options]\n"
             "Plays the NCCL plugin: writes a periodic synthetic trace to a bubble channel so\n"
             "watch/record/stats and bubbletea can run without a training job. Iteration k\n"
-            "starts at t0 + k*period; each idle slot OFF:DUR is observed as\n"
-            "[start+OFF, start+OFF+DUR). Predictions are the same slots moved by --shift-ms,\n"
-            "so with one slot of duration D: coverage = precision = (D - shift) / D and the\n"
+            "starts at t0 + k*period; each idle interval OFF:DUR is observed as\n"
+            "[start+OFF, start+OFF+DUR). Predictions are the same intervals moved by --shift-ms,\n"
+            "so with one interval of duration D: coverage = precision = (D - shift) / D and the\n"
             "bubble fraction is D / period.\n\n%s",
             formatFlags(specs).c_str());
         return kExitOk;
@@ -70,11 +70,11 @@ int cmdSynth(int argc, char** argv) {
     spec.horizon = static_cast<int>(horizon.value());
     spec.warmup = static_cast<int>(warmup.value());
     if (a.has("idle")) {
-        auto slots = parseIdleSlots(a.get("idle"));
-        if (!slots.isOk()) {
-            return usageError("synth", slots.status());
+        auto idle = parseSynthIdles(a.get("idle"));
+        if (!idle.isOk()) {
+            return usageError("synth", idle.status());
         }
-        spec.idle = slots.value();
+        spec.idle = idle.value();
     }
     if (Status valid = validateSynthSpec(spec); !valid.isOk()) {
         return usageError("synth", valid);
@@ -120,7 +120,7 @@ int cmdSynth(int argc, char** argv) {
     const Nanos end = seconds.value() > 0 ? t0 + static_cast<Nanos>(seconds.value() * 1e9) : 0;
     std::fprintf(stderr,
                  "atlas-bubbles synth: writing %s (generation %llu), period %s, %zu idle "
-                 "slot(s), shift %s\n",
+                 "interval(s), shift %s\n",
                  name.c_str(), static_cast<unsigned long long>(writer.value().generation()),
                  formatDuration(spec.period_ns).c_str(), spec.idle.size(),
                  formatDuration(spec.shift_ns).c_str());

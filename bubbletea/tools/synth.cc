@@ -18,14 +18,14 @@ Status validateSynthSpec(const SynthSpec& spec) {
         return {Code::kInvalidArgument, "period must be positive"};
     }
     if (spec.idle.empty()) {
-        return {Code::kInvalidArgument, "at least one idle slot is needed"};
+        return {Code::kInvalidArgument, "at least one idle interval is needed"};
     }
     Nanos prev_end = 0;
-    for (const IdleSlot& s : spec.idle) {
+    for (const SynthIdle& s : spec.idle) {
         if (s.offset_ns < prev_end || s.duration_ns <= 0 ||
             s.offset_ns + s.duration_ns > spec.period_ns) {
             return {Code::kInvalidArgument,
-                    "idle slots must be sorted, non-overlapping, of positive duration and "
+                    "idle intervals must be sorted, non-overlapping, of positive duration and "
                     "inside one period"};
         }
         prev_end = s.offset_ns + s.duration_ns;
@@ -39,8 +39,8 @@ Status validateSynthSpec(const SynthSpec& spec) {
     return Status::ok();
 }
 
-Result<std::vector<IdleSlot>> parseIdleSlots(const std::string& text) {
-    std::vector<IdleSlot> slots;
+Result<std::vector<SynthIdle>> parseSynthIdles(const std::string& text) {
+    std::vector<SynthIdle> idle;
     std::stringstream ss(text);
     std::string item;
     while (std::getline(ss, item, ',')) {
@@ -56,26 +56,26 @@ Result<std::vector<IdleSlot>> parseIdleSlots(const std::string& text) {
         }
         const double offset = *offset_ms;
         const double duration = *duration_ms;
-        slots.push_back({static_cast<Nanos>(std::llround(offset * kNsPerMs)),
-                         static_cast<Nanos>(std::llround(duration * kNsPerMs))});
+        idle.push_back({static_cast<Nanos>(std::llround(offset * kNsPerMs)),
+                        static_cast<Nanos>(std::llround(duration * kNsPerMs))});
     }
-    if (slots.empty()) {
-        return Status(Code::kInvalidArgument, "--idle: no slots given");
+    if (idle.empty()) {
+        return Status(Code::kInvalidArgument, "--idle: no intervals given");
     }
-    return slots;
+    return idle;
 }
 
 std::vector<IdleInterval> synthObserved(const SynthSpec& spec, Nanos t0, uint64_t k) {
     std::vector<IdleInterval> out;
     const Nanos start = t0 + static_cast<Nanos>(k) * spec.period_ns;
-    for (const IdleSlot& s : spec.idle) {
+    for (const SynthIdle& s : spec.idle) {
         out.push_back({start + s.offset_ns, start + s.offset_ns + s.duration_ns, k});
     }
     return out;
 }
 
 Nanos synthPublishTime(const SynthSpec& spec, Nanos t0, uint64_t k) {
-    const IdleSlot& last = spec.idle.back();
+    const SynthIdle& last = spec.idle.back();
     return t0 + static_cast<Nanos>(k) * spec.period_ns + last.offset_ns + last.duration_ns;
 }
 
@@ -109,7 +109,7 @@ void sleepUntil(Nanos t, const volatile std::sig_atomic_t* stop) {
 void runSynth(channel::ChannelWriter& writer, const SynthSpec& spec, Nanos t0, Nanos end_ns,
               const volatile std::sig_atomic_t* stop) {
     Nanos idle_total = 0;
-    for (const IdleSlot& s : spec.idle) {
+    for (const SynthIdle& s : spec.idle) {
         idle_total += s.duration_ns;
     }
     channel::ChannelStats stats;

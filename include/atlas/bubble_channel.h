@@ -30,7 +30,7 @@
 // Memory orders (each pair is named on both sides):
 //   M1 magic:  the writer initialises the whole segment, then magic.store(kMagic, release);
 //              a reader loads magic with acquire before it trusts any other field.
-//   M2 record slot seqlock (WindowRecord::seq, IdleRecord::seq), for record number n:
+//   M2 record cell seqlock (WindowRecord::seq, IdleRecord::seq), for record number n:
 //        writer: seq.store(2n+1, relaxed); fence(release); fields.store(relaxed);
 //                seq.store(2n+2, release)
 //        reader: s1 = seq.load(acquire); require s1 == 2n+2; fields.load(relaxed);
@@ -38,8 +38,8 @@
 //      The release store of 2n+2 pairs with the reader's acquire load of s1 (the reader sees
 //      every field of record n). The writer's release fence pairs with the reader's acquire
 //      fence: if the reader loaded any field value stored after the fence (a later record
-//      reusing the slot), it must then load a seq >= that record's odd value, so s2 != s1.
-//      Sequence numbers grow forever, so a slot reused by a later lap never matches 2n+2.
+//      reusing the cell), it must then load a seq >= that record's odd value, so s2 != s1.
+//      Sequence numbers grow forever, so a cell reused by a later lap never matches 2n+2.
 //   M3 ring heads (window_head, idle_head): after record n is complete the writer stores
 //      head = n+1 with release; a reader loads head with acquire, so every record below head
 //      has seq >= its 2n+2 when the reader looks (== unless already overwritten).
@@ -147,9 +147,9 @@ struct alignas(64) SegmentHeader {
     uint64_t layout_size;         // bytes of the whole segment as laid out by the writer
     uint32_t clock_id;            // kClockIdMonotonic
     uint32_t flags;               // 0 (no flags are defined in ABI v2)
-    uint32_t window_capacity;     // slots in the window ring
+    uint32_t window_capacity;     // cells in the window ring
     uint32_t window_record_size;  // sizeof(WindowRecord)
-    uint32_t idle_capacity;       // slots in the observed-idle ring
+    uint32_t idle_capacity;       // cells in the observed-idle ring
     uint32_t idle_record_size;    // sizeof(IdleRecord)
     uint64_t windows_offset;      // byte offset of WindowRecord[0]
     uint64_t idle_offset;         // byte offset of IdleRecord[0]
@@ -183,7 +183,7 @@ struct alignas(64) SegmentHeader {
     std::atomic<uint32_t> precision_ppm;  // writer's running estimate (docs/bubble-channel.md)
 };
 
-// One predicted idle window. Slot i of the ring holds record numbers n with n % capacity == i.
+// One predicted idle window. Cell i of the ring holds record numbers n with n % capacity == i.
 struct alignas(64) WindowRecord {
     std::atomic<uint64_t> seq;      // 2n+1 while being written, 2n+2 when complete (M2)
     std::atomic<int64_t> start_ns;  // predicted idle window [start_ns, end_ns)

@@ -20,8 +20,8 @@ using abi::Registration;
 
 namespace {
 
-// Memory cap for the in-flight slot buffers of one direction.
-constexpr size_t kSlotMemoryCap = size_t{1} << 30;
+// Memory cap for the in-flight message buffers of one direction.
+constexpr size_t kBufferMemoryCap = size_t{1} << 30;
 
 Status annotate(const Status& st, const std::string& what) {
     return st.isOk() ? st : Status(st.code(), what + ": " + st.message());
@@ -109,14 +109,14 @@ Status setupPlugin(Channel& chan, const RoleConfig& cfg, int dev, PluginSide* si
     return Status::ok();
 }
 
-// `count` registered buffers of `size` bytes on one comm: the message slots of one direction.
-struct Slots {
+// `count` registered buffers of `size` bytes on one comm: the message buffers of one direction.
+struct Buffers {
     std::vector<MappedBuffer> bufs;
     std::vector<Registration> regs;
 };
 
-Result<Slots> makeSlots(NetApi& net, void* comm, size_t size, int count) {
-    Slots s;
+Result<Buffers> makeBuffers(NetApi& net, void* comm, size_t size, int count) {
+    Buffers s;
     for (int i = 0; i < count; ++i) {
         Result<MappedBuffer> b = MappedBuffer::create(size);
         if (!b.isOk()) {
@@ -135,8 +135,8 @@ Result<Slots> makeSlots(NetApi& net, void* comm, size_t size, int count) {
     return s;
 }
 
-int slotCount(const Plan& plan, size_t size) {
-    size_t fit = size == 0 ? static_cast<size_t>(plan.window) : kSlotMemoryCap / size;
+int bufferCount(const Plan& plan, size_t size) {
+    size_t fit = size == 0 ? static_cast<size_t>(plan.window) : kBufferMemoryCap / size;
     return static_cast<int>(std::clamp<size_t>(fit, 1, static_cast<size_t>(plan.window)));
 }
 
@@ -144,7 +144,7 @@ int slotCount(const Plan& plan, size_t size) {
 struct Lane {
     bool is_send = false;
     void* comm = nullptr;
-    Slots* slots = nullptr;
+    Buffers* buffers = nullptr;
     std::vector<void*> ring;
     int posted = 0;
     int done = 0;
@@ -170,13 +170,13 @@ Status moveMessages(NetApi& net, Lane* send, Lane* recv, size_t size, int n, int
             if (!busy(l)) {
                 continue;
             }
-            const int nbuf = static_cast<int>(l->slots->bufs.size());
+            const int nbuf = static_cast<int>(l->buffers->bufs.size());
             // With --check a buffer may hold only one message at a time.
             const int depth = check ? std::min(window, nbuf) : window;
             while (l->posted < n && l->posted - l->done < depth) {
-                const int slot = l->posted % nbuf;
-                uint8_t* buf = l->slots->bufs[static_cast<size_t>(slot)].data();
-                void* mh = l->slots->regs[static_cast<size_t>(slot)].mhandle();
+                const int b = l->posted % nbuf;
+                uint8_t* buf = l->buffers->bufs[static_cast<size_t>(b)].data();
+                void* mh = l->buffers->regs[static_cast<size_t>(b)].mhandle();
                 void* req = nullptr;
                 ncclResult_t rc;
                 if (l->is_send) {
@@ -211,9 +211,9 @@ Status moveMessages(NetApi& net, Lane* send, Lane* recv, size_t size, int n, int
                                                            " B, expected " + std::to_string(size));
                     }
                     if (!l->is_send && check) {
-                        const int slot = l->done % nbuf;
+                        const int b = l->done % nbuf;
                         std::string bad = abi::describePatternMismatch(
-                            l->slots->bufs[static_cast<size_t>(slot)].data(), size,
+                            l->buffers->bufs[static_cast<size_t>(b)].data(), size,
                             messageSeed(size, first + l->done));
                         if (!bad.empty()) {
                             return Status(
@@ -266,7 +266,7 @@ Result<void*> post(NetApi& net, bool is_send, void* comm, void* buf, size_t size
             return req;
         }
         if (deadline.expired()) {
-            return Status(Code::kTimeout, "no request slot before the deadline");
+            return Status(Code::kTimeout, "no free request before the deadline");
         }
         sched_yield();
     }
@@ -289,26 +289,26 @@ Status pluginBandwidth(PluginSide& side, Channel& chan, const Plan& plan, size_t
     const bool bidir = plan.direction == Direction::kBidir;
     const bool sending = is_client || bidir;
     const bool receiving = !is_client || bidir;
-    const int nbuf = slotCount(plan, size);
-    Slots send_slots;
-    Slots recv_slots;
+    const int nbuf = bufferCount(plan, size);
+    Buffers send_buffers;
+    Buffers recv_buffers;
     Lane send_lane;
     Lane recv_lane;
     if (sending) {
-        Result<Slots> s = makeSlots(net, side.comms.send_comm, size, nbuf);
+        Result<Buffers> s = makeBuffers(net, side.comms.send_comm, size, nbuf);
         if (!s.isOk()) {
             return s.status();
         }
-        send_slots = std::move(s).value();
-        send_lane = Lane{true, side.comms.send_comm, &send_slots, {}, 0, 0};
+        send_buffers = std::move(s).value();
+        send_lane = Lane{true, side.comms.send_comm, &send_buffers, {}, 0, 0};
     }
     if (receiving) {
-        Result<Slots> r = makeSlots(net, side.comms.recv_comm, size, nbuf);
+        Result<Buffers> r = makeBuffers(net, side.comms.recv_comm, size, nbuf);
         if (!r.isOk()) {
             return r.status();
         }
-        recv_slots = std::move(r).value();
-        recv_lane = Lane{false, side.comms.recv_comm, &recv_slots, {}, 0, 0};
+        recv_buffers = std::move(r).value();
+        recv_lane = Lane{false, side.comms.recv_comm, &recv_buffers, {}, 0, 0};
     }
     Lane* sl = sending ? &send_lane : nullptr;
     Lane* rl = receiving ? &recv_lane : nullptr;
@@ -352,8 +352,8 @@ Status pluginBandwidth(PluginSide& side, Channel& chan, const Plan& plan, size_t
 Status pluginLatency(PluginSide& side, Channel& chan, const Plan& plan, size_t size, bool is_client,
                      Row* row, const Deadline& deadline) {
     NetApi& net = side.net();
-    Result<Slots> s = makeSlots(net, side.comms.send_comm, size, 1);
-    Result<Slots> r = makeSlots(net, side.comms.recv_comm, size, 1);
+    Result<Buffers> s = makeBuffers(net, side.comms.send_comm, size, 1);
+    Result<Buffers> r = makeBuffers(net, side.comms.recv_comm, size, 1);
     if (!s.isOk() || !r.isOk()) {
         return s.isOk() ? r.status() : s.status();
     }

@@ -70,12 +70,12 @@ void computeFor(Nanos ns, Compute mode) {
     }
 }
 
-// A region of M equal message slots, registered with one comm.
-struct Slots {
+// A region of M equal message buffers (one per micro-batch), registered with one comm.
+struct MessageBuffers {
     MappedBuffer buf;
     void* mh = nullptr;
-    size_t slot = 0;
-    uint8_t* at(int mb) const { return buf.data() + static_cast<size_t>(mb) * slot; }
+    size_t stride = 0;  // bytes per message, page-aligned
+    uint8_t* at(int mb) const { return buf.data() + static_cast<size_t>(mb) * stride; }
 };
 
 class StageRunner {
@@ -90,10 +90,10 @@ class StageRunner {
     Status setup();
     Status connectAll();
     Status pinComputeThread();
-    Status makeSlots(void* comm, size_t size, Slots* out);
+    Status makeBuffers(void* comm, size_t size, MessageBuffers* out);
     Status iteration(int it);
-    Result<void*> postRecv(void* comm, Slots& slots, int mb, size_t size);
-    Result<void*> postSend(void* comm, Slots& slots, int mb, size_t size);
+    Result<void*> postRecv(void* comm, MessageBuffers& buffers, int mb, size_t size);
+    Result<void*> postSend(void* comm, MessageBuffers& buffers, int mb, size_t size);
     Status wait(void* req, char kind, int it, int mb);
     Status compute(Nanos ns);
     void teardown();
@@ -114,16 +114,16 @@ class StageRunner {
     void* grad_in_ = nullptr;   // from stage s+1
     void* act_out_ = nullptr;   // to stage s+1
     void* grad_out_ = nullptr;  // to stage s-1
-    Slots act_send_, act_recv_, grad_send_, grad_recv_;
+    MessageBuffers act_send_, act_recv_, grad_send_, grad_recv_;
     std::unique_ptr<CudaCompute> cuda_;  // --compute cuda for this stage
     std::vector<TimelineEvent> events_;
     int64_t busy_ = 0;
     int64_t waited_ = 0;
 };
 
-Status StageRunner::makeSlots(void* comm, size_t size, Slots* out) {
-    out->slot = (size + 4095) & ~static_cast<size_t>(4095);
-    auto b = MappedBuffer::create(out->slot * static_cast<size_t>(cfg_.microbatches));
+Status StageRunner::makeBuffers(void* comm, size_t size, MessageBuffers* out) {
+    out->stride = (size + 4095) & ~static_cast<size_t>(4095);
+    auto b = MappedBuffer::create(out->stride * static_cast<size_t>(cfg_.microbatches));
     if (!b) {
         return b.status();
     }
@@ -279,24 +279,24 @@ Status StageRunner::connectAll() {
     const size_t act = cfg_.act_bytes;
     const size_t grad = cfg_.gradBytes();
     if (s_ < last_) {
-        ATLAS_RETURN_IF_ERROR(makeSlots(act_out_, act, &act_send_));
-        ATLAS_RETURN_IF_ERROR(makeSlots(grad_in_, grad, &grad_recv_));
+        ATLAS_RETURN_IF_ERROR(makeBuffers(act_out_, act, &act_send_));
+        ATLAS_RETURN_IF_ERROR(makeBuffers(grad_in_, grad, &grad_recv_));
     }
     if (s_ > 0) {
-        ATLAS_RETURN_IF_ERROR(makeSlots(act_in_, act, &act_recv_));
-        ATLAS_RETURN_IF_ERROR(makeSlots(grad_out_, grad, &grad_send_));
+        ATLAS_RETURN_IF_ERROR(makeBuffers(act_in_, act, &act_recv_));
+        ATLAS_RETURN_IF_ERROR(makeBuffers(grad_out_, grad, &grad_send_));
     }
     return Status::ok();
 }
 
-Result<void*> StageRunner::postRecv(void* comm, Slots& slots, int mb, size_t size) {
+Result<void*> StageRunner::postRecv(void* comm, MessageBuffers& buffers, int mb, size_t size) {
     Backoff backoff;
     for (;;) {
-        void* data = slots.at(mb);
+        void* data = buffers.at(mb);
         size_t sz = size;
         int tag = 0;
         void* req = nullptr;
-        void* mh = slots.mh;
+        void* mh = buffers.mh;
         ATLAS_RETURN_IF_ERROR(
             ncclOk(net_->irecv(comm, 1, &data, &sz, &tag, &mh, nullptr, &req), "irecv"));
         if (req != nullptr) {
@@ -309,12 +309,12 @@ Result<void*> StageRunner::postRecv(void* comm, Slots& slots, int mb, size_t siz
     }
 }
 
-Result<void*> StageRunner::postSend(void* comm, Slots& slots, int mb, size_t size) {
+Result<void*> StageRunner::postSend(void* comm, MessageBuffers& buffers, int mb, size_t size) {
     Backoff backoff;
     for (;;) {
         void* req = nullptr;
         ATLAS_RETURN_IF_ERROR(
-            ncclOk(net_->isend(comm, slots.at(mb), size, 0, slots.mh, nullptr, &req), "isend"));
+            ncclOk(net_->isend(comm, buffers.at(mb), size, 0, buffers.mh, nullptr, &req), "isend"));
         if (req != nullptr) {
             return req;
         }
@@ -469,7 +469,7 @@ void StageRunner::teardown() {
     if (net_ == nullptr) {
         return;
     }
-    auto dereg = [&](void* comm, Slots& s) {
+    auto dereg = [&](void* comm, MessageBuffers& s) {
         if (comm != nullptr && s.mh != nullptr) {
             (void)net_->deregMr(comm, s.mh);
             s.mh = nullptr;

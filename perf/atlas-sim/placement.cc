@@ -79,14 +79,15 @@ Result<std::vector<int>> atlasStages(const SimConfig& c) {
     return expand(blocks);
 }
 
-// Slots of tp GPUs in DC listing order (a TP group never straddles DCs).
-std::vector<int> tpSlots(const SimConfig& c) {
-    std::vector<int> slots;
+// The DC of each place for a TP group (one per tp GPUs), in DC listing order (a TP group never
+// straddles DCs).
+std::vector<int> tpGroupDcs(const SimConfig& c) {
+    std::vector<int> dcs;
     for (size_t dc = 0; dc < c.cluster.dcs.size(); ++dc) {
         const int n = c.cluster.dcs[dc].gpus / c.par.tp;
-        slots.insert(slots.end(), static_cast<size_t>(n), static_cast<int>(dc));
+        dcs.insert(dcs.end(), static_cast<size_t>(n), static_cast<int>(dc));
     }
-    return slots;
+    return dcs;
 }
 
 }  // namespace
@@ -119,11 +120,11 @@ Result<Layout> placeStages(const SimConfig& c) {
         }
         case PlacementKind::kSequential:
         case PlacementKind::kPipelineMajor: {
-            const std::vector<int> slots = tpSlots(c);
-            if (slots.size() < groups) {
+            const std::vector<int> dcs = tpGroupDcs(c);
+            if (dcs.size() < groups) {
                 return noFit(std::string(placementName(c.placement.kind)) + ": needs " +
                              std::to_string(groups) + " groups of " + std::to_string(l.tp) +
-                             " GPUs, the cluster has " + std::to_string(slots.size()));
+                             " GPUs, the cluster has " + std::to_string(dcs.size()));
             }
             size_t next = 0;
             const bool stage_major = c.placement.kind == PlacementKind::kSequential;
@@ -133,7 +134,7 @@ Result<Layout> placeStages(const SimConfig& c) {
                 for (int i = 0; i < inner; ++i) {
                     const int d = stage_major ? i : o;
                     const int s = stage_major ? o : i;
-                    l.group_dc[static_cast<size_t>(d) * l.pp + s] = slots[next++];
+                    l.group_dc[static_cast<size_t>(d) * l.pp + s] = dcs[next++];
                 }
             }
             break;

@@ -47,9 +47,9 @@ Result<std::unique_ptr<WanNetwork>> WanNetwork::create(const ClusterSpec& cluste
     return w;
 }
 
-Status WanNetwork::submit(Link& l, uint32_t slot, Nanos now_ns) {
-    const Transfer& t = l.transfers[slot];
-    return l.fluid->submit(slot, t.cls, t.bytes, now_ns, &l.completed);
+Status WanNetwork::submit(Link& l, uint32_t index, Nanos now_ns) {
+    const Transfer& t = l.transfers[index];
+    return l.fluid->submit(index, t.cls, t.bytes, now_ns, &l.completed);
 }
 
 Status WanNetwork::drain(Link& l, std::vector<WanDelivery>* out) {
@@ -58,17 +58,17 @@ Status WanNetwork::drain(Link& l, std::vector<WanDelivery>* out) {
         batch.clear();
         batch.swap(l.completed);
         for (const sched::Completion& c : batch) {
-            const auto slot = static_cast<uint32_t>(c.flow);
-            const Transfer t = l.transfers[slot];
+            const auto index = static_cast<uint32_t>(c.flow);
+            const Transfer t = l.transfers[index];
             out->push_back({t.tag, c.time_ns + l.one_way_ns});
             l.stats.bytes += t.bytes;
             ++l.stats.transfers;
             auto it = l.conns.find(t.conn);
-            if (it == l.conns.end() || it->second.empty() || it->second.front() != slot) {
+            if (it == l.conns.end() || it->second.empty() || it->second.front() != index) {
                 return Status(Code::kInternal, "wan: completion out of connection order");
             }
             it->second.pop_front();
-            l.free.push_back(slot);
+            l.free.push_back(index);
             if (it->second.empty()) {
                 l.conns.erase(it);
             } else {
@@ -122,19 +122,19 @@ Status WanNetwork::send(int link, uint64_t conn, const sched::FlowClass& cls, ui
                         uint64_t tag, Nanos now_ns, std::vector<WanDelivery>* out) {
     ATLAS_RETURN_IF_ERROR(advance(link, now_ns, out));
     Link& l = links_[static_cast<size_t>(link)];
-    uint32_t slot;
+    uint32_t index;
     if (!l.free.empty()) {
-        slot = l.free.back();
+        index = l.free.back();
         l.free.pop_back();
     } else {
-        slot = static_cast<uint32_t>(l.transfers.size());
+        index = static_cast<uint32_t>(l.transfers.size());
         l.transfers.emplace_back();
     }
-    l.transfers[slot] = Transfer{conn, cls, bytes, tag};
+    l.transfers[index] = Transfer{conn, cls, bytes, tag};
     std::deque<uint32_t>& q = l.conns[conn];
-    q.push_back(slot);
+    q.push_back(index);
     if (q.size() == 1) {
-        ATLAS_RETURN_IF_ERROR(submit(l, slot, now_ns));
+        ATLAS_RETURN_IF_ERROR(submit(l, index, now_ns));
         ATLAS_RETURN_IF_ERROR(drain(l, out));
     }
     observe(l);

@@ -125,15 +125,15 @@ class WanNetwork {
         std::unique_ptr<sched::FluidLink> fluid;
         Nanos one_way_ns = 0;
         LinkStats stats;
-        std::unordered_map<uint64_t, std::deque<uint32_t>> conns;  // conn -> transfer slots
-        std::vector<Transfer> transfers;                           // slab; flow id = slot
+        std::unordered_map<uint64_t, std::deque<uint32_t>> conns;  // conn -> transfer indices
+        std::vector<Transfer> transfers;                           // slab; flow id = index
         std::vector<uint32_t> free;
         std::vector<sched::Completion> completed;  // scratch
     };
 
     WanNetwork(int ndc, bool record) : ndc_(ndc), record_(record) {}
     Status drain(Link& l, std::vector<WanDelivery>* out);
-    Status submit(Link& l, uint32_t slot, Nanos now_ns);
+    Status submit(Link& l, uint32_t index, Nanos now_ns);
     void observe(Link& l);
 
     int ndc_;

@@ -4,12 +4,12 @@
 // when the handle is stale).
 //
 // Rows, each resolving one handle per iteration while cycling over Arg live objects (1: hot
-// in cache; 64: a large job's comms per process; 4096: the table's slots and the objects
+// in cache; 64: a large job's comms per process; 4096: the table's entries and the objects
 // spread over memory):
 //   BM_Comm_PointerMagic/N      the old comm lookup (cast + magic compare)
-//   BM_Comm_HandleTable/N       HandleTable::find (decode, chunk load, slot compare)
+//   BM_Comm_HandleTable/N       HandleTable::find (decode, chunk load, entry compare)
 //   BM_Request_PointerMagic/N   the old test() lookup (cast + state word compare)
-//   BM_Request_Token/N          test()'s lookup: the comm's slot, then the pool's slot
+//   BM_Request_Token/N          test()'s lookup: the comm's entry, then the pool's entry
 //   BM_AbiCycle/B               the calls themselves: one irecv, one isend of B bytes and the
 //                               test() polls until both are done, through ncclNetPlugin_v11
 //                               on a loopback connection (real transport, engine threads).
@@ -111,7 +111,7 @@ void BM_Request_PointerMagic(benchmark::State& state) {
     for (auto _ : state) {
         void* h = handles[i];
         benchmark::DoNotOptimize(h);
-        // The old check: the slot's own state word (here its token, where a magic was).
+        // The old check: the entry's own state word (here its token, where a magic was).
         auto* r = static_cast<PluginRequest*>(h);
         benchmark::DoNotOptimize(r != nullptr && r->token != 0 ? r : nullptr);
         i = i + 1 == n ? 0 : i + 1;

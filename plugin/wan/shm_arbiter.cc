@@ -106,7 +106,7 @@ void ShmArbiter::Impl::sweep(uint64_t mask, bool all, Nanos now) {
         if (p == me || (mask & (1ull << p)) == 0) {
             continue;
         }
-        // Lock-free reads; a slot re-registered meanwhile is caught by the check below.
+        // Lock-free reads; an entry re-registered meanwhile is caught by the check below.
         const int other = seg->procs[p].pid.load(std::memory_order_acquire);
         const uint64_t start = seg->procs[p].start_time.load(std::memory_order_acquire);
         if (other > 0 && !cfg.probe->alive(other, start)) {
@@ -339,7 +339,7 @@ Result<std::shared_ptr<ShmArbiter>> ShmArbiter::open(const ShmConfig& config) {
     }
     impl->beat_ns = std::max<Nanos>(s.lease_ns / 4, kNsPerMs);
     const Nanos now = config.clock->nowNs();
-    // Slots of processes that are gone become free (probed outside the lock), then we take one.
+    // Entries of processes that are gone become free (probed outside the lock), then we take one.
     impl->sweep(~0ull, false, now);
     const uint64_t my_start = config.probe->startTime(impl->pid);
     if (!impl->lock()) {

@@ -57,7 +57,7 @@ struct ShmArbiter::Impl {
     // Lock held: the FIFO's decision at now (hands an expired lease on, grants a free link);
     // a new holder's process goes to `ring`.
     void decideLocked(Nanos now, Doorbells* ring);
-    // Lock held: closes every flow of process p and frees its slot. True if one held the link.
+    // Lock held: closes every flow of process p and frees its entry. True if one held the link.
     bool freeProcLocked(int p);
     void ring(const Doorbells& d);
     void ringSelf();
@@ -96,7 +96,7 @@ struct ShmArbiter::Impl {
     Nanos beat_ns = kNsPerMs;  // heartbeat period: lease / 4
     std::atomic<bool> stop{false};
     std::atomic<bool> broken{false};  // fail open from now on
-    bool stopped = false;             // guarded by the segment lock: our slot is freed
+    bool stopped = false;             // guarded by the segment lock: our entry is freed
     const char* repaired = nullptr;   // guarded by the segment lock: a repair to log (why)
     std::thread watcher;
     std::mutex join_mu;

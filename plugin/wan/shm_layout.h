@@ -51,7 +51,7 @@ inline constexpr uint32_t kShmMaxFlows = 256;
 // other processes' watchers (pid, start_time: the liveness sweep) and stamped lock-free by
 // its own watcher (alive_ns). Registration stores start_time before pid (release).
 struct alignas(64) ShmProc {
-    std::atomic<int32_t> pid;  // 0: free slot
+    std::atomic<int32_t> pid;  // 0: free entry
     uint32_t reserved;
     std::atomic<uint64_t> start_time;  // /proc/<pid>/stat starttime (0: unknown)
     std::atomic<int64_t> alive_ns;     // heartbeat of the process's watcher

@@ -64,7 +64,7 @@ std::vector<ProfEvent> profEvents() {
     return g_prof;
 }
 
-// NCCL's phandle is the address of a proxy step's event slot; any unique address will do.
+// NCCL's phandle is the address of a proxy step's event field; any unique address will do.
 int g_step_a = 0;
 int g_step_b = 0;
 
@@ -508,7 +508,7 @@ TEST_P(Priority, PipelineTransferIsAdmittedAheadOfAQueuedCollective) {
             }
             if (p == static_cast<int>(shm::kShmMaxProcs)) {
                 pthread_mutex_unlock(&seg.lock);
-                FAIL() << "no free process slot in the segment";
+                FAIL() << "no free process entry in the segment";
             }
             seg.procs[p].start_time.store(0);  // unknown: liveness by kill() alone
             seg.procs[p].alive_ns.store(monotonicNowNs());

@@ -294,8 +294,8 @@ Status outstandingRequests(NetApi& net, void* ctx, const Deadline& deadline) {
     CommPair pair;
     PairGuard guard(net, &pair);
     ATLAS_RETURN_IF_ERROR(connectInProcess(net, ctx, 0, &pair, deadline));
-    constexpr int kSlots = NCCL_NET_MAX_REQUESTS;
-    constexpr int kMessages = kSlots + 1;
+    constexpr int kMaxRequests = NCCL_NET_MAX_REQUESTS;
+    constexpr int kMessages = kMaxRequests + 1;
     // Mixed sizes so inline, single-chunk and striped messages interleave; all distinct so the
     // reported sizes prove posting-order matching.
     std::vector<size_t> sizes(kMessages);
@@ -337,9 +337,9 @@ Status outstandingRequests(NetApi& net, void* ctx, const Deadline& deadline) {
     }
     std::vector<void*> rreq(kMessages, nullptr);
     std::vector<void*> sreq(kMessages, nullptr);
-    // No test() calls while filling the slots, so no slot can be recycled meanwhile: a NULL
+    // No test() calls while filling the pool, so no request can be recycled meanwhile: a NULL
     // request here means the plugin accepts fewer than 32 outstanding requests.
-    for (int i = 0; i < kSlots; ++i) {
+    for (int i = 0; i < kMaxRequests; ++i) {
         Result<void*> r = postRecv(net, pair.recv_comm, bufs[i].dst.data(), capacity,
                                    rmrs[i].mhandle(), deadline);
         if (!r.isOk()) {
@@ -347,7 +347,7 @@ Status outstandingRequests(NetApi& net, void* ctx, const Deadline& deadline) {
         }
         rreq[i] = *r;
     }
-    for (int i = 0; i < kSlots; ++i) {
+    for (int i = 0; i < kMaxRequests; ++i) {
         Result<void*> s = postSend(net, pair.send_comm, bufs[i].src.data(), sizes[i],
                                    smrs[i].mhandle(), deadline);
         if (!s.isOk()) {
@@ -358,16 +358,16 @@ Status outstandingRequests(NetApi& net, void* ctx, const Deadline& deadline) {
     // The 33rd of each must be refused with a NULL request and no error.
     {
         void* req = nullptr;
-        ncclResult_t rc = net.irecv(pair.recv_comm, bufs[kSlots].dst.data(), capacity, 0,
-                                    rmrs[kSlots].mhandle(), &req);
+        ncclResult_t rc = net.irecv(pair.recv_comm, bufs[kMaxRequests].dst.data(), capacity, 0,
+                                    rmrs[kMaxRequests].mhandle(), &req);
         if (rc != ncclSuccess || req != nullptr) {
             return Status(
                 Code::kInternal,
                 std::string("33rd irecv: expected ncclSuccess with a NULL request, got ") +
                     ncclResultName(rc) + (req != nullptr ? " and a request" : ""));
         }
-        rc = net.isend(pair.send_comm, bufs[kSlots].src.data(), sizes[kSlots], 0,
-                       smrs[kSlots].mhandle(), &req);
+        rc = net.isend(pair.send_comm, bufs[kMaxRequests].src.data(), sizes[kMaxRequests], 0,
+                       smrs[kMaxRequests].mhandle(), &req);
         if (rc != ncclSuccess || req != nullptr) {
             return Status(
                 Code::kInternal,
@@ -376,7 +376,7 @@ Status outstandingRequests(NetApi& net, void* ctx, const Deadline& deadline) {
         }
     }
     // Oldest first, as NCCL tests them.
-    for (int i = 0; i < kSlots; ++i) {
+    for (int i = 0; i < kMaxRequests; ++i) {
         Result<size_t> got = waitBoth(net, sreq[i], rreq[i], deadline);
         if (!got.isOk()) {
             return annotate(got.status(), "message #" + std::to_string(i));
@@ -390,28 +390,29 @@ Status outstandingRequests(NetApi& net, void* ctx, const Deadline& deadline) {
             checkReceived(bufs[i].dst.data(), sizes[i], messageSeed(sizes[i], i), 0, kJunkSeed),
             "message #" + std::to_string(i)));
         if (i == 0) {
-            // A slot is free again on both sides: the 33rd message must now be accepted.
-            Result<void*> r = postRecv(net, pair.recv_comm, bufs[kSlots].dst.data(), capacity,
-                                       rmrs[kSlots].mhandle(), deadline);
-            Result<void*> s = postSend(net, pair.send_comm, bufs[kSlots].src.data(), sizes[kSlots],
-                                       smrs[kSlots].mhandle(), deadline);
+            // A request is free again on both sides: the 33rd message must now be accepted.
+            Result<void*> r = postRecv(net, pair.recv_comm, bufs[kMaxRequests].dst.data(), capacity,
+                                       rmrs[kMaxRequests].mhandle(), deadline);
+            Result<void*> s = postSend(net, pair.send_comm, bufs[kMaxRequests].src.data(),
+                                       sizes[kMaxRequests], smrs[kMaxRequests].mhandle(), deadline);
             if (!r.isOk() || !s.isOk()) {
                 return annotate(r.isOk() ? s.status() : r.status(),
-                                "33rd message after a slot was freed");
+                                "33rd message after a request was freed");
             }
-            rreq[kSlots] = *r;
-            sreq[kSlots] = *s;
+            rreq[kMaxRequests] = *r;
+            sreq[kMaxRequests] = *s;
         }
     }
-    Result<size_t> got = waitBoth(net, sreq[kSlots], rreq[kSlots], deadline);
+    Result<size_t> got = waitBoth(net, sreq[kMaxRequests], rreq[kMaxRequests], deadline);
     if (!got.isOk()) {
         return annotate(got.status(), "33rd message");
     }
-    if (*got != sizes[kSlots]) {
+    if (*got != sizes[kMaxRequests]) {
         return Status(Code::kInternal, "33rd message: wrong size " + sizeStr(*got));
     }
-    ATLAS_RETURN_IF_ERROR(checkReceived(bufs[kSlots].dst.data(), sizes[kSlots],
-                                        messageSeed(sizes[kSlots], kSlots), 0, kJunkSeed));
+    ATLAS_RETURN_IF_ERROR(checkReceived(bufs[kMaxRequests].dst.data(), sizes[kMaxRequests],
+                                        messageSeed(sizes[kMaxRequests], kMaxRequests), 0,
+                                        kJunkSeed));
     smrs.clear();
     rmrs.clear();
     return guard.close();

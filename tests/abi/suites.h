@@ -34,7 +34,7 @@ Status recvLargerThanSend(NetApi& net, void* ctx, const Deadline& deadline);
 Status truncation(NetApi& net, void* ctx, size_t send_size, size_t capacity, bool send_first,
                   const Deadline& deadline);
 // 32 outstanding isend and irecv per comm; the 33rd of each returns a NULL request without
-// error; completion in posting order (sizes differ per message); a freed slot is reusable.
+// error; completion in posting order (sizes differ per message); a freed request is reusable.
 Status outstandingRequests(NetApi& net, void* ctx, const Deadline& deadline);
 // *request preset to NCCL_NET_OPTIONAL_RECV_COMPLETION (0x1) before irecv (v9+).
 Status optionalRecvSentinel(NetApi& net, void* ctx, const Deadline& deadline);

@@ -303,7 +303,7 @@ TEST_F(ShmWatcherTest, ADeadWaiterAheadIsDroppedBeforeItsTurn) {
     EXPECT_FALSE(g2->acquire(1, kT0 + 2));
     probe_.markDead(616161);  // ... and dies
     a.runWatcher(kT0 + 3);    // g2 waits: the watcher checks the other contenders
-    EXPECT_EQ(a.snapshot().procs, 1u) << "its slot and flows are gone";
+    EXPECT_EQ(a.snapshot().procs, 1u) << "its entry and flows are gone";
     g1->release(1, kT0 + 4);
     a.runWatcher(kT0 + 5);
     EXPECT_EQ(w2.calls.load(), 1) << "g2 next, not a lease's wait for a dead holder";

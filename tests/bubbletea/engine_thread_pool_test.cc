@@ -30,7 +30,7 @@ TEST(ThreadPool, RunsEveryTaskExactlyOnceWithValidWorkerIds) {
     }
 }
 
-TEST(ThreadPool, WorkerSlotsAreNotShared) {
+TEST(ThreadPool, WorkerScratchIsNotShared) {
     // Each worker id is used by one thread at a time, so per-worker scratch needs no lock.
     ThreadPool pool(4);
     std::vector<std::atomic<int>> in_use(4);
@@ -40,7 +40,7 @@ TEST(ThreadPool, WorkerSlotsAreNotShared) {
             if (in_use[static_cast<size_t>(worker)].fetch_add(1) != 0) {
                 overlap = true;
             }
-            std::this_thread::yield();  // widen the window in which a shared slot would show
+            std::this_thread::yield();  // widen the window in which a shared worker id would show
             in_use[static_cast<size_t>(worker)].fetch_sub(1);
         });
     }

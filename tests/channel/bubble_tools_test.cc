@@ -97,7 +97,7 @@ TEST(SynthGroundTruth, AnalysisRecoversBubbleFractionCoverageAndPrecision) {
     EXPECT_EQ(r.eval_from_ns, c.observed[2].start_ns);
 }
 
-TEST(SynthGroundTruth, TwoSlotsAndNegativeShift) {
+TEST(SynthGroundTruth, TwoIdleIntervalsAndNegativeShift) {
     SynthSpec spec;
     spec.period_ns = 100 * kNsPerMs;
     spec.idle = {{0, 10 * kNsPerMs}, {40, 30 * kNsPerMs}};
@@ -108,19 +108,19 @@ TEST(SynthGroundTruth, TwoSlotsAndNegativeShift) {
     const ChannelTimeline c = synthTimeline(spec, 30, 0, 1);
     const ChannelReport r = analyzeChannel(c, c.observed.back().end_ns);
     EXPECT_DOUBLE_EQ(r.bubble_mean, 0.4);
-    // Each slot loses 5 ms of its duration to the shift: (5 + 25) / 40.
+    // Each interval loses 5 ms of its duration to the shift: (5 + 25) / 40.
     EXPECT_DOUBLE_EQ(coverageOf(r.accuracy), 0.75);
     EXPECT_DOUBLE_EQ(precisionOf(r.accuracy), 0.75);
 }
 
 TEST(SynthGroundTruth, SpecValidationAndIdleParsing) {
-    auto slots = parseIdleSlots("0:20,25.5:4");
-    ASSERT_TRUE(slots.isOk()) << slots.status().toString();
-    ASSERT_EQ(slots.value().size(), 2u);
-    EXPECT_EQ(slots.value()[1].offset_ns, 25'500'000);
-    EXPECT_EQ(slots.value()[1].duration_ns, 4'000'000);
-    EXPECT_FALSE(parseIdleSlots("20").isOk());
-    EXPECT_FALSE(parseIdleSlots("a:b").isOk());
+    auto idle = parseSynthIdles("0:20,25.5:4");
+    ASSERT_TRUE(idle.isOk()) << idle.status().toString();
+    ASSERT_EQ(idle.value().size(), 2u);
+    EXPECT_EQ(idle.value()[1].offset_ns, 25'500'000);
+    EXPECT_EQ(idle.value()[1].duration_ns, 4'000'000);
+    EXPECT_FALSE(parseSynthIdles("20").isOk());
+    EXPECT_FALSE(parseSynthIdles("a:b").isOk());
     SynthSpec spec;
     spec.idle = {{0, 60 * kNsPerMs}};  // longer than the 50 ms period
     EXPECT_FALSE(validateSynthSpec(spec).isOk());
@@ -326,7 +326,7 @@ TEST(RecorderTest, CollectsSetsAndDropsOnesCutByOverrun) {
     ASSERT_TRUE(w.value().publishObserved({5, 9, 1}));
     w.value().setStatus(channel::PredictorState::kPredicting, channel::StatusReason::kNone);
     recorder.poll(2000);
-    // Four sets of three between polls overrun the 8-slot ring: the last two survive whole,
+    // Four sets of three between polls overrun the 8-cell ring: the last two survive whole,
     // the one cut in half is dropped rather than recorded partially.
     for (int i = 0; i < 4; ++i) {
         clock.advance(10);

@@ -171,7 +171,7 @@ TEST_F(ChannelRoundTrip, ObservedOverrunIsCountedAndCursorJumpsToOldest) {
     }
     auto b = r.readObservedSince(cursor);
     ASSERT_TRUE(b.isOk());
-    // Records 1..20 were published into 8 slots: 1..12 are gone, 13..20 remain.
+    // Records 1..20 were published into 8 cells: 1..12 are gone, 13..20 remain.
     EXPECT_EQ(b.value().lost, 12u);
     ASSERT_EQ(b.value().records.size(), 8u);
     EXPECT_EQ(b.value().records.front().iteration, 13u);

@@ -179,7 +179,7 @@ TEST(ChannelValidation, CorruptRingsBehindAValidHeaderAreContained) {
     const size_t windows = expectedLayout(8, 8).windows_offset;
     const size_t idle = expectedLayout(8, 8).idle_offset;
 
-    // A head far beyond what was written: slots hold older sequence numbers.
+    // A head far beyond what was written: cells hold older sequence numbers.
     Bytes image = pristine;
     poke<uint64_t>(image, offsetof(SegmentHeader, idle_head), 1000);
     poke<uint64_t>(image, offsetof(SegmentHeader, window_head), 1000);
@@ -201,7 +201,7 @@ TEST(ChannelValidation, CorruptRingsBehindAValidHeaderAreContained) {
     ASSERT_TRUE(r2.isOk());
     EXPECT_FALSE(r2.value().readPredictions().isOk());
 
-    // An inverted interval in a complete slot is dropped and counted.
+    // An inverted interval in a complete cell is dropped and counted.
     image = pristine;
     poke<int64_t>(image, idle + offsetof(IdleRecord, end_ns), -5);
     auto r3 = ChannelReader::fromImage(image.data(), image.size());

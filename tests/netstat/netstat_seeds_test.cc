@@ -47,11 +47,11 @@ SegmentHeader& header(Image& img) {
     return *reinterpret_cast<SegmentHeader*>(img.data());
 }
 
-CommRecord& comm(Image& img, uint32_t slot) {
+CommRecord& comm(Image& img, uint32_t index) {
     const SegmentHeader& h = header(img);
     const Layout l = expectedLayout(h.comm_capacity, h.stream_capacity);
     return *reinterpret_cast<CommRecord*>(reinterpret_cast<uint8_t*>(img.data()) + l.comms_offset +
-                                          slot * l.comm_stride);
+                                          index * l.comm_stride);
 }
 
 // A segment image built by the real writer: `fill` claims and samples records; the host,

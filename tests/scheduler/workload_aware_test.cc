@@ -142,7 +142,7 @@ TEST(WorkloadAwareTest, ManyDistinctClassesKeepMemoryBounded) {
         now += kNsPerUs;
         ASSERT_TRUE(wa.onComplete(f, now).isOk());
     }
-    // 4096 classes learned individually, the rest share one slot.
+    // 4096 classes learned individually, the rest share one class entry.
     EXPECT_EQ(wa.classes(now).size(), 4097u);
 }
 

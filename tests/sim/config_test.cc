@@ -183,7 +183,7 @@ TEST(SimSchedule, OneFOneBOrder) {
     const std::vector<Task> last = stageOrder(Schedule::k1f1b, 3, 4, 2);
     const std::vector<Task> want_last = {{false, 0}, {true, 0}, {false, 1}, {true, 1}};
     EXPECT_EQ(last, want_last);
-    // Fewer micro-batches than warm-up slots.
+    // Fewer micro-batches than warm-up steps.
     EXPECT_EQ(stageOrder(Schedule::k1f1b, 0, 8, 2).size(), 4u);
 }
 

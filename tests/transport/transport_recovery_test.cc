@@ -98,7 +98,7 @@ class RecoveryTest : public ::testing::TestWithParam<IoBackend> {
         int sent = 0, received = 0, send_done = 0;
         const auto deadline = std::chrono::steady_clock::now() + limit;
         while (received < count) {
-            // Post receives and sends in order, each slot reused only once it completed.
+            // Post receives and sends in order, each request reused only once it completed.
             while (received + kWindow > sent && sent < count && sent - send_done < kWindow) {
                 const int k = sent % kWindow;
                 if (rreq[k] == nullptr) {

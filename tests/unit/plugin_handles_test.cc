@@ -1,5 +1,5 @@
 // The handle table behind every handle NCCL holds (plugin/handle_table.h) and the request
-// tokens that name a comm's slot (plugin/requests.h): a token is recognised from the table
+// tokens that name a comm's entry (plugin/requests.h): a token is recognised from the table
 // alone, so a stale, foreign or wrong-kind value is refused without touching its memory.
 #include <gtest/gtest.h>
 
@@ -50,13 +50,13 @@ TEST(HandleTable, TokensAreRecognisedByKindAndNeverLookLikePointers) {
     EXPECT_TRUE(t.releaseStorage());
 }
 
-TEST(HandleTable, AReusedSlotGetsANewTokenAndTheOldOneStaysDead) {
+TEST(HandleTable, AReusedEntryGetsANewTokenAndTheOldOneStaysDead) {
     HandleTable t;
     int a = 0, b = 0;
     void* ta = t.add(HandleKind::kListen, &a).value();
     ASSERT_EQ(t.remove(HandleKind::kListen, ta), &a);
     void* tb = t.add(HandleKind::kListen, &b).value();
-    EXPECT_EQ(HandleTable::indexOf(bits(ta)), HandleTable::indexOf(bits(tb))) << "slot reused";
+    EXPECT_EQ(HandleTable::indexOf(bits(ta)), HandleTable::indexOf(bits(tb))) << "entry reused";
     EXPECT_NE(ta, tb);
     EXPECT_EQ(t.find(HandleKind::kListen, ta), nullptr);
     EXPECT_EQ(t.find(HandleKind::kListen, tb), &b);
@@ -114,7 +114,7 @@ TEST(HandleTable, FullTableIsAnErrorAndRecovers) {
     EXPECT_TRUE(t->releaseStorage());
 }
 
-TEST(RequestTokens, NameTheCommSlotAndDieWhenDone) {
+TEST(RequestTokens, NameTheCommEntryAndDieWhenDone) {
     HandleTable t;
     int comm = 0;
     void* comm_token = t.add(HandleKind::kRecv, &comm).value();
@@ -132,12 +132,12 @@ TEST(RequestTokens, NameTheCommSlotAndDieWhenDone) {
     EXPECT_EQ(owner, HandleTable::indexOf(bits(comm_token)));
     EXPECT_EQ(pool.find(h), r);
     EXPECT_FALSE(RequestPool::ownerIndex(comm_token, &owner)) << "a comm is not a request";
-    EXPECT_FALSE(RequestPool::ownerIndex(r, &owner)) << "the slot's address is not a handle";
+    EXPECT_FALSE(RequestPool::ownerIndex(r, &owner)) << "the entry's address is not a handle";
     EXPECT_FALSE(RequestPool::ownerIndex(nullptr, &owner));
 
     pool.completed(r, 64);
     EXPECT_EQ(pool.find(h), nullptr) << "reported done";
-    // Every slot reused many times: an old token never names the new request of its slot.
+    // Every entry reused many times: an old token never names the new request of its entry.
     std::set<void*> seen{h};
     for (int i = 0; i < 200; ++i) {
         PluginRequest* q = pool.reserve();
@@ -149,14 +149,14 @@ TEST(RequestTokens, NameTheCommSlotAndDieWhenDone) {
         pool.completed(q, 8);
     }
 
-    // A later comm in the same table slot: the old comm's request tokens name nothing in it.
+    // A later comm in the same table entry: the old comm's request tokens name nothing in it.
     ASSERT_EQ(t.remove(HandleKind::kRecv, comm_token), &comm);
     void* comm2_token = t.add(HandleKind::kRecv, &comm).value();
     ASSERT_EQ(HandleTable::indexOf(bits(comm2_token)), owner);
     RequestPool pool2(RequestOp::kRecv, 0, 4, 4096);
     pool2.bindHandles(comm2_token);
     std::vector<PluginRequest*> live;
-    for (int i = 0; i < RequestPool::kSlots; ++i) {
+    for (int i = 0; i < RequestPool::kEntries; ++i) {
         PluginRequest* q = pool2.reserve();
         pool2.posted(q, inner, 8, nullptr);
         live.push_back(q);

@@ -76,7 +76,7 @@ void expectWarn(std::initializer_list<const char*> fragments) {
     }
 }
 
-TEST(PluginTablesTest, NamesAreValidBeforeInitAndOptionalSlotsAreNull) {
+TEST(PluginTablesTest, NamesAreValidBeforeInitAndOptionalFunctionsAreNull) {
     EXPECT_STREQ(ncclNetPlugin_v8.name, "Atlas");
     EXPECT_STREQ(ncclNetPlugin_v9.name, "Atlas");
     EXPECT_STREQ(ncclNetPlugin_v10.name, "Atlas");
