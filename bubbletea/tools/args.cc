@@ -8,9 +8,12 @@ namespace {
 
 // A table built at run time from a subcommand's specs: every flag records its raw text and
 // the typed getters below parse it.
-options::Table<Args> tableOf(const std::vector<FlagSpec>& specs, std::vector<std::string>* names) {
+options::Table<Args> tableOf(const std::vector<FlagSpec>& specs,
+                             const std::vector<RenamedFlag>& renamed,
+                             std::vector<std::string>* names) {
     options::Table<Args> t;
-    names->reserve(specs.size());
+    // Room for the renamed names too: the table's names are views into *names.
+    names->reserve(specs.size() + 2 * renamed.size());
     for (const FlagSpec& s : specs) {
         names->push_back("--" + s.name);
     }
@@ -35,6 +38,12 @@ options::Table<Args> tableOf(const std::vector<FlagSpec>& specs, std::vector<std
             t.aliases.push_back({"-h", "--help", false});
         }
     }
+    for (const RenamedFlag& r : renamed) {
+        names->push_back("--" + r.from);
+        const std::string_view from = names->back();
+        names->push_back("--" + r.to);
+        t.aliases.push_back(options::makeAlias(from, names->back(), options::kRenamed));
+    }
     return t;
 }
 
@@ -44,9 +53,10 @@ std::string range(const std::string& lo, const std::string& hi) {
 
 }  // namespace
 
-Result<Args> Args::parse(int argc, char** argv, int first, const std::vector<FlagSpec>& specs) {
+Result<Args> Args::parse(int argc, char** argv, int first, const std::vector<FlagSpec>& specs,
+                         const std::vector<RenamedFlag>& renamed) {
     std::vector<std::string> names;
-    const options::Table<Args> table = tableOf(specs, &names);
+    const options::Table<Args> table = tableOf(specs, renamed, &names);
     options::Parsed<Args> p;
     options::readArgs(table, std::vector<std::string>(argv + first, argv + argc), &p);
     ATLAS_RETURN_IF_ERROR(p.status());
@@ -101,9 +111,10 @@ Result<int64_t> Args::getInt(const std::string& name, int64_t fallback, int64_t 
                         "an integer" + range(std::to_string(min), std::to_string(max)));
 }
 
-std::string formatFlags(const std::vector<FlagSpec>& specs) {
+std::string formatFlags(const std::vector<FlagSpec>& specs,
+                        const std::vector<RenamedFlag>& renamed) {
     std::vector<std::string> names;
-    const options::Table<Args> table = tableOf(specs, &names);
+    const options::Table<Args> table = tableOf(specs, renamed, &names);
     return options::flagHelp(table);
 }
 

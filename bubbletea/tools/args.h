@@ -21,10 +21,19 @@ struct FlagSpec {
     std::string help;
 };
 
+// A flag's former name, refused with an error that names the new one (options::kRenamed).
+// Both without the leading "--".
+struct RenamedFlag {
+    std::string from;
+    std::string to;
+};
+
 class Args {
   public:
-    // Parses argv[first..argc). Errors (kInvalidArgument): unknown flag, missing value.
-    static Result<Args> parse(int argc, char** argv, int first, const std::vector<FlagSpec>& specs);
+    // Parses argv[first..argc). Errors (kInvalidArgument): unknown flag, missing value, a
+    // renamed flag's old name.
+    static Result<Args> parse(int argc, char** argv, int first, const std::vector<FlagSpec>& specs,
+                              const std::vector<RenamedFlag>& renamed = {});
 
     bool has(const std::string& name) const { return values_.count(name) != 0; }
     // The last value given for a flag, or `fallback`.
@@ -50,6 +59,7 @@ class Args {
 };
 
 // "  --name VALUE   help" lines for a usage text.
-std::string formatFlags(const std::vector<FlagSpec>& specs);
+std::string formatFlags(const std::vector<FlagSpec>& specs,
+                        const std::vector<RenamedFlag>& renamed = {});
 
 }  // namespace atlas::bubbletea::tools

@@ -21,6 +21,11 @@ const char* const kSettingFlags[] = {"guard-us",    "track-tolerance",   "track-
                                      "min-idle-us", "duration-quantile", "no-confirm-open",
                                      "tracks-only", "publish-us"};
 
+// The predictor's recurring bubbles were "slots", the word of temporal sharing's time slot.
+const std::vector<RenamedFlag> kRenamedFlags = {{"slot-tolerance", "track-tolerance"},
+                                                {"slot-tolerance-max-us", "track-tolerance-max-us"},
+                                                {"slots-only", "tracks-only"}};
+
 std::vector<FlagSpec> replayFlags(const sched::BubblePipelineConfig& d) {
     const sched::BubblePredictorConfig& p = d.predictor;
     const std::string plugin = " (default: the plugin's, ";
@@ -107,7 +112,7 @@ Result<ReplayOptions> replayOptions(const Args& a) {
 
 int cmdReplay(int argc, char** argv) {
     const auto specs = replayFlags(sched::BubblePipelineConfig{});
-    auto args = Args::parse(argc, argv, 2, specs);
+    auto args = Args::parse(argc, argv, 2, specs, kRenamedFlags);
     if (!args.isOk()) {
         return usageError("replay", args.status());
     }
@@ -121,7 +126,7 @@ int cmdReplay(int argc, char** argv) {
             "ones, numbered into iterations as the replayed predictor would have). With the\n"
             "plugin's settings at its recorded steps the replay is exact: it says whether the\n"
             "replayed sets are the recorded ones.\n\n%s",
-            formatFlags(specs).c_str());
+            formatFlags(specs, kRenamedFlags).c_str());
         return kExitOk;
     }
     if (!a.positional().empty()) {

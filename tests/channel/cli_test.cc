@@ -217,6 +217,16 @@ TEST_F(CliTest, RecordStatsWatchInfoAgainstSynthWriter) {
     RunResult bad_tol = run({"replay", "--from", prefix + ".json", "--track-tolerance", "2"});
     EXPECT_EQ(bad_tol.exit_code, 2);
     EXPECT_NE(bad_tol.err.find("track-tolerance"), std::string::npos) << bad_tol.err;
+    // The predictor's recurring bubbles were "slots" (the word of the time slot): the old
+    // flags are refused with the new names.
+    RunResult old_names = run({"replay", "--from", prefix + ".json", "--slot-tolerance", "0.1",
+                               "--slot-tolerance-max-us", "5", "--slots-only"});
+    EXPECT_EQ(old_names.exit_code, 2);
+    for (const char* part : {"'--slot-tolerance' was renamed: use --track-tolerance",
+                             "'--slot-tolerance-max-us' was renamed: use --track-tolerance-max-us",
+                             "'--slots-only' was renamed: use --tracks-only"}) {
+        EXPECT_NE(old_names.err.find(part), std::string::npos) << old_names.err;
+    }
 
     // Text form of the same report.
     RunResult text = run({"stats", "--from", prefix + ".json"});
