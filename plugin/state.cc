@@ -61,7 +61,7 @@ Status findCtxLocked(void* ctx, const Ctx** out) {
     return Status::ok();
 }
 
-// The in-flight request behind NCCL's request handle, through its comm's table slot; nullptr
+// The in-flight request behind NCCL's request handle, through its comm's table entry; nullptr
 // for anything else (reads only the table and live pools).
 PluginRequest* findRequest(const void* handle) {
     uint32_t owner = 0;

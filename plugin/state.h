@@ -214,8 +214,8 @@ ncclResult_t closeObj(const char* func, void* p, HandleKind kind) {
     });
 }
 
-// isend/irecv after validation: a request slot of the comm's pool wraps the transport's.
-// No slot, or no transport slot: *request stays NULL (back-pressure, NCCL retries).
+// isend/irecv after validation: a request entry of the comm's pool wraps the transport's.
+// No free entry, or no free transport request: *request stays NULL (back-pressure, NCCL retries).
 template <typename Obj, typename PostFn>
 Status post(Obj& obj, PostFn&& transport_post, size_t length, void* phandle, void** request) {
     PluginRequest* r = obj.requests->reserve();

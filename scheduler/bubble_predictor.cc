@@ -35,8 +35,8 @@ Status validate(const BubblePredictorConfig& c) {
     if (c.guard_ns < 0 || c.min_idle_ns < 0 || c.min_window_ns < 1) {
         return bad("need guard_ns >= 0, min_idle_ns >= 0, min_window_ns >= 1");
     }
-    if (c.horizon_iterations < 1 || c.max_slots < 1 || c.max_slots > 256) {
-        return bad("need horizon_iterations >= 1 and 1 <= max_slots <= 256");
+    if (c.horizon_iterations < 1 || c.max_tracks < 1 || c.max_tracks > 256) {
+        return bad("need horizon_iterations >= 1 and 1 <= max_tracks <= 256");
     }
     if (c.track_history < 1 || c.track_history > kMaxTrackHistory || c.min_track_samples < 1 ||
         c.min_track_samples > c.track_history) {
@@ -73,7 +73,7 @@ const char* predictionStatusName(PredictionStatus status) {
 
 BubblePredictor::BubblePredictor(const BubblePredictorConfig& config)
     : config_(config), detector_(config.detector) {
-    tracks_.reserve(static_cast<size_t>(config_.max_slots));
+    tracks_.reserve(static_cast<size_t>(config_.max_tracks));
     recent_.reserve(config_.recent_intervals);
     observations_.reserve(obsCapacity());
     scratch_.reserve(static_cast<size_t>(config_.track_history));
@@ -238,7 +238,7 @@ void BubblePredictor::assign(const Interval& idle, const PeriodEstimate& est) {
     size_t best = m.track;
     const bool created = best == tracks_.size();
     if (created) {
-        if (tracks_.size() >= static_cast<size_t>(config_.max_slots)) {
+        if (tracks_.size() >= static_cast<size_t>(config_.max_tracks)) {
             // Full: the new kind replaces the track with the lowest hit rate (among equals,
             // the one with fewer samples, then the oldest). Refusing it instead would let
             // sporadic waits, or those of a warm-up, keep a bubble that recurs every

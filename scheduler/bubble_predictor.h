@@ -52,9 +52,8 @@ struct BubblePredictorConfig {
     int horizon_iterations = 2;              // K: windows of the current and next K-1 iterations
     // Bubble tracks per iteration. 1F1B with m micro-batches has up to ~m waits per stage and
     // iteration (48 micro-batches at 4,096 GPUs: 49); with fewer tracks than bubble kinds
-    // every iteration evicts tracks before they are predicted. (Named max_slots, and atlas-sim's
-    // key likewise, until perf/atlas-sim/config.cc is renamed with it: it counts tracks.)
-    int max_slots = 64;
+    // every iteration evicts tracks before they are predicted.
+    int max_tracks = 64;
     int track_history = 16;     // samples (iterations) kept per track
     int min_track_samples = 2;  // samples before a track is predicted
     // Fraction of the last track_history iterations a track must appear in. With 20% of
@@ -199,7 +198,7 @@ class BubblePredictor {
     void refresh(Track& track);
     // Fraction of the recent iterations (up to track_history) the track appeared in.
     double hitRate(const Track& track) const;
-    size_t obsCapacity() const { return 2 * static_cast<size_t>(config_.max_slots); }
+    size_t obsCapacity() const { return 2 * static_cast<size_t>(config_.max_tracks); }
 
     BubblePredictorConfig config_;
     PeriodDetector detector_;

@@ -125,8 +125,8 @@ Status CommCore::post(uint8_t* data, uint64_t size, Request** out) {
     if (failed()) {
         return error_;
     }
-    Request& r = slot(post_seq_);
-    // The slot is free once test() reported its previous request done (same thread).
+    Request& r = request(post_seq_);
+    // The request is free once test() reported its previous request done (same thread).
     if (r.state_.load(std::memory_order_acquire) != Request::kFree) {
         return Status::ok();  // back-pressure: NCCL retries
     }
@@ -139,7 +139,7 @@ Status CommCore::post(uint8_t* data, uint64_t size, Request** out) {
         observer_->posted(post_seq_, params_.clock->nowNs());
     }
     ++post_seq_;
-    // Publishes the slot contents to the engine (pairs with the acquire in takePosted()).
+    // Publishes the request contents to the engine (pairs with the acquire in takePosted()).
     posted_seq_.store(post_seq_, std::memory_order_release);
     engine_->ring(this);
     *out = &r;
@@ -286,13 +286,13 @@ void CommCore::finishClose() {
 }
 
 void CommCore::takePosted() {
-    // Pairs with the release store in post(): the slots below are fully written.
+    // Pairs with the release store in post(): the requests below are fully written.
     const uint64_t upto = posted_seq_.load(std::memory_order_acquire);
     const bool any = engine_seq_ < upto;
     for (; engine_seq_ < upto; ++engine_seq_) {
         const uint64_t seq = engine_seq_;
-        Request& r = slot(seq);
-        SlotState& st = state(seq);
+        Request& r = request(seq);
+        RequestState& st = state(seq);
         st.unassigned = 0;
         st.total = 0;
         st.total_known = false;
@@ -334,7 +334,7 @@ void CommCore::fail(Status st) {
     }
     for (uint64_t seq = oldest_; seq < engine_seq_; ++seq) {
         if (!state(seq).complete) {
-            slot(seq).state_.store(Request::kFailed, std::memory_order_release);
+            request(seq).state_.store(Request::kFailed, std::memory_order_release);
         }
     }
     // The peer must not keep rejoining a comm that failed: tell it, and refuse its rejoins.
@@ -352,7 +352,7 @@ void CommCore::fail(Status st) {
 }
 
 void CommCore::completeRequest(uint64_t seq, uint64_t result) {
-    Request& r = slot(seq);
+    Request& r = request(seq);
     state(seq).complete = true;
     r.result_ = result;
     if (observer_ != nullptr) {

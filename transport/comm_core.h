@@ -1,13 +1,13 @@
 // CommCore: one unidirectional Atlas connection (a control stream plus N data streams) and
-// its request slots. Shared by SendComm and RecvComm.
+// its requests. Shared by SendComm and RecvComm.
 //
 // Threads and ownership:
 // - The poster (NCCL's thread for this comm) calls post() and reads request states; it never
 //   touches sockets.
 // - Everything else runs on the owner engine thread: the comm's sockets, IoOps and message
 //   bookkeeping belong to that thread alone.
-// - Hand-over: the poster fills a request slot, then publishes it by storing posted_seq_
-//   (release); the engine reads posted_seq_ (acquire) before reading the slot. The engine
+// - Hand-over: the poster fills a request, then publishes it by storing posted_seq_
+//   (release); the engine reads posted_seq_ (acquire) before reading the request. The engine
 //   fills `result`, then publishes by storing state = kDone (release); test() reads state
 //   (acquire) before `result`. A failure stores error_ before failed_ (release); readers
 //   load failed_ (acquire) before error_.
@@ -60,7 +60,7 @@ namespace atlas::transport {
 class CommCore;
 class Engine;
 
-// One of kMaxRequests slots per comm, addressed by seq % kMaxRequests.
+// One of kMaxRequests requests per comm, addressed by seq % kMaxRequests.
 class Request {
   public:
     enum State : uint32_t { kFree = 0, kPosted = 1, kDone = 2, kFailed = 3 };
@@ -111,7 +111,7 @@ class CommCore final {
     CommCore& operator=(const CommCore&) = delete;
 
     // ---- Poster side (one thread at a time) ----
-    // Posts a send (data, size) or a receive (data, capacity). *out = nullptr when all slots
+    // Posts a send (data, size) or a receive (data, capacity). *out = nullptr when all requests
     // are busy (back-pressure). Returns the sticky error if the comm has failed.
     Status post(uint8_t* data, uint64_t size, Request** out);
     bool failed() const { return failed_.load(std::memory_order_acquire); }
@@ -221,8 +221,8 @@ class CommCore final {
         bool dialing = false;       // send: an attempt is with the rejoiner
         std::string cause;          // why it was lost (logged once, and at rejoin)
     };
-    // Engine-side bookkeeping per slot.
-    struct SlotState {
+    // Engine-side bookkeeping per request.
+    struct RequestState {
         uint64_t unassigned = 0;  // send: bytes not yet cut into pieces
         uint64_t total = 0;       // recv: message size once the first frame arrived
         bool total_known = false;
@@ -240,8 +240,8 @@ class CommCore final {
     void failSeal(const Stream& s, const Status& st);
     // Seals one header-only frame (goodbye, abort) for a direct write; its length.
     size_t sealControl(Stream& s, wire::FrameType type, uint8_t* out);
-    Request& slot(uint64_t seq) { return reqs_[seq % kMaxRequests]; }
-    SlotState& state(uint64_t seq) { return slots_[seq % kMaxRequests]; }
+    Request& request(uint64_t seq) { return reqs_[seq % kMaxRequests]; }
+    RequestState& state(uint64_t seq) { return request_states_[seq % kMaxRequests]; }
     Stream* live(int index) const { return streams_[static_cast<size_t>(index)].get(); }
     int liveCount() const;
 
@@ -323,7 +323,7 @@ class CommCore final {
     Status error_;
 
     // Engine side.
-    std::array<SlotState, kMaxRequests> slots_;
+    std::array<RequestState, kMaxRequests> request_states_;
     uint64_t engine_seq_ = 0;  // requests taken from the poster: [0, engine_seq_)
     uint64_t oldest_ = 0;      // lowest seq not yet complete
     std::array<uint64_t, kMaxRequests> assign_q_{};  // send: seqs waiting for the striper

@@ -143,8 +143,8 @@ void CommCore::attach(Stream& s) {
         nextRun(s);
         return;
     }
-    Request& r = slot(seq);
-    SlotState& st = state(seq);
+    Request& r = request(seq);
+    RequestState& st = state(seq);
     if (!st.total_known) {
         if (s.frame.total > r.size_) {
             fail({Code::kInvalidUsage,
@@ -224,7 +224,7 @@ void CommCore::nextRun(Stream& s) {
     } else {
         s.run_to_buffer = true;
         s.run_len = run.length;
-        op.buf = slot(s.frame_seq).data_ + off;  // straight into the posted buffer
+        op.buf = request(s.frame_seq).data_ + off;  // straight into the posted buffer
     }
     op.want = s.run_len;
     submitRecv(s);
@@ -244,7 +244,7 @@ void CommCore::onPayload(Stream& s, uint64_t n) {
         s.sealed_runs.push_back({s.frame.offset + s.pos, n});
         s.run_to_buffer = false;
     } else if (s.run_to_buffer) {
-        SlotState& st = state(s.frame_seq);
+        RequestState& st = state(s.frame_seq);
         const uint64_t off = s.frame.offset + s.pos;
         st.ranges.insert(off, off + n);
         s.bytes += n;
@@ -275,7 +275,7 @@ void CommCore::creditPartial(Stream& s) {
         s.run_to_buffer = false;
         return;
     }
-    SlotState& st = state(s.frame_seq);
+    RequestState& st = state(s.frame_seq);
     const uint64_t off = s.frame.offset + s.pos;
     st.ranges.insert(off, off + s.recv_op.done);
     RecoveryCounters::add(counters_.payload_bytes, s.recv_op.done);
@@ -294,15 +294,15 @@ void CommCore::frameDone(Stream& s) {
         }
         if (!s.sealed_runs.empty()) {
             // Authenticated: now the bytes count as delivered.
-            SlotState& slot_state = state(s.frame_seq);
+            RequestState& req_state = state(s.frame_seq);
             for (const auto& [off, len] : s.sealed_runs) {
-                slot_state.ranges.insert(off, off + len);
+                req_state.ranges.insert(off, off + len);
                 RecoveryCounters::add(counters_.payload_bytes, len);
                 s.bytes += len;
             }
             s.sealed_runs.clear();
-            if (slot_state.ranges.covered() == slot_state.total && !slot_state.complete) {
-                completeRequest(s.frame_seq, slot_state.total);
+            if (req_state.ranges.covered() == req_state.total && !req_state.complete) {
+                completeRequest(s.frame_seq, req_state.total);
             }
         }
     }

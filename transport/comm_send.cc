@@ -16,7 +16,7 @@ constexpr size_t kEvenQueueFrames = 64;
 }  // namespace
 
 void CommCore::enqueueInline(uint64_t seq) {
-    Request& r = slot(seq);
+    Request& r = request(seq);
     const SendLedger::Id id = ledger_->add(static_cast<uint32_t>(seq % kMaxRequests), seq, r.size_,
                                            0, static_cast<uint32_t>(r.size_), r.data_);
     // On the control stream when it is up; otherwise it waits with the resends and goes on
@@ -99,8 +99,8 @@ void CommCore::pump() {
     const size_t ndata = streams_.size() - 1;
     while (assign_size_ > 0 && admitted()) {
         const uint64_t seq = assign_q_[assign_head_];
-        Request& r = slot(seq);
-        SlotState& st = state(seq);
+        Request& r = request(seq);
+        RequestState& st = state(seq);
         for (size_t i = 0; i < ndata; ++i) {
             const int index = static_cast<int>(i) + 1;
             const bool usable = live(index) != nullptr && safeFor(index, seq);
@@ -266,14 +266,14 @@ void CommCore::tryCompletions() {
         return;  // a dead stream's send may still read a caller's buffer
     }
     for (uint64_t seq = oldest_; seq < engine_seq_; ++seq) {
-        SlotState& st = state(seq);
-        const auto slot_index = static_cast<uint32_t>(seq % kMaxRequests);
-        if (st.complete || st.unassigned > 0 || !ledger_->allAccepted(slot_index)) {
+        RequestState& st = state(seq);
+        const auto request_index = static_cast<uint32_t>(seq % kMaxRequests);
+        if (st.complete || st.unassigned > 0 || !ledger_->allAccepted(request_index)) {
             continue;
         }
         bool full = false;
-        if (ledger_->secure(slot_index, &full)) {
-            completeRequest(seq, slot(seq).size_);
+        if (ledger_->secure(request_index, &full)) {
+            completeRequest(seq, request(seq).size_);
         } else if (full && !st.store_wait) {
             st.store_wait = true;
             RecoveryCounters::add(counters_.store_full_waits, 1);

@@ -330,7 +330,7 @@ void parseBubbleTea(const json* j, SimConfig* c, Status* err) {
         p.horizon_iterations = pr.integer("horizon_iterations", p.horizon_iterations, 1, 16);
         p.duration_quantile = pr.num("duration_quantile", p.duration_quantile, 0.0, 1.0);
         p.min_idle_ns = pr.duration("min_idle_us", p.min_idle_ns, 1e3, 1e9);
-        p.max_slots = pr.integer("max_slots", p.max_slots, 1, 256);
+        p.max_tracks = pr.integer("max_tracks", p.max_tracks, 1, 256);
         pr.finish();
     }
     b.pipeline.predictor.guard_ns = b.guard_ns;

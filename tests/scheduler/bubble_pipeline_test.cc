@@ -61,7 +61,7 @@ TEST(BubblePipeline, DefaultsAreThePluginsLiveSettings) {
     bad.step_interval_ns = 0;
     EXPECT_FALSE(validate(bad).isOk());
     bad = {};
-    bad.predictor.max_slots = 0;
+    bad.predictor.max_tracks = 0;
     EXPECT_FALSE(validate(bad).isOk());
 }
 
