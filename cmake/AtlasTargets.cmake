@@ -60,6 +60,11 @@ endfunction()
 function(atlas_add_test name)
     cmake_parse_arguments(T "NO_GTEST_MAIN" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS;ENV" ${ARGN})
     add_executable(${name} ${T_SOURCES})
+    if(ATLAS_UNITY_TESTS)
+        # One batch per suite; a file that cannot share a unit with the others sets
+        # SKIP_UNITY_BUILD_INCLUSION on itself.
+        set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 0)
+    endif()
     if(T_NO_GTEST_MAIN)
         target_link_libraries(${name} PRIVATE atlas::build_flags GTest::gtest ${T_LIBS})
     else()

@@ -22,7 +22,7 @@ const Tokenizer& smallTokenizer() {
     return *t;
 }
 
-ModelLimits limits(bool with_tokenizer = true) {
+ModelLimits tokenizerLimits(bool with_tokenizer = true) {
     ModelLimits l;
     l.model_names = {"tiny"};
     l.vocab_size = smallTokenizer().vocabSize();
@@ -45,7 +45,7 @@ json expectedFor(const std::string& text) {
     return json::object();
 }
 
-std::vector<int32_t> promptOf(const json& body, const ModelLimits& l = limits()) {
+std::vector<int32_t> promptOf(const json& body, const ModelLimits& l = tokenizerLimits()) {
     auto r = parseCompletionRequest(body.dump(), l);
     if (std::holds_alternative<ApiError>(r)) {
         ADD_FAILURE() << body.dump() << ": " << std::get<ApiError>(r).message;
@@ -54,7 +54,7 @@ std::vector<int32_t> promptOf(const json& body, const ModelLimits& l = limits())
     return std::get<CompletionRequest>(r).prompt;
 }
 
-ApiError errorOf(const json& body, const ModelLimits& l = limits()) {
+ApiError errorOf(const json& body, const ModelLimits& l = tokenizerLimits()) {
     auto r = parseCompletionRequest(body.dump(), l);
     EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << body.dump();
     return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
@@ -77,7 +77,8 @@ TEST(DaemonTokenizerApi, TextPromptsAreTokenizedAsVllmDoes) {
     // Token ids are prefilled as given: add_special_tokens does not touch them.
     EXPECT_EQ(promptOf({{"model", "tiny"}, {"prompt", plain}, {"add_special_tokens", true}}),
               plain);
-    auto r = parseCompletionRequest(json{{"model", "tiny"}, {"prompt", text}}.dump(), limits());
+    auto r =
+        parseCompletionRequest(json{{"model", "tiny"}, {"prompt", text}}.dump(), tokenizerLimits());
     ASSERT_TRUE(std::holds_alternative<CompletionRequest>(r));
     EXPECT_TRUE(std::get<CompletionRequest>(r).text_prompt);
 }
@@ -88,7 +89,7 @@ TEST(DaemonTokenizerApi, PromptErrorsFollowTheErrorTable) {
     EXPECT_EQ(e.code, "unsupported_prompt");
     e = errorOf({{"model", "tiny"}, {"prompt", json::array({json::array({1}), json::array({2})})}});
     EXPECT_EQ(e.code, "unsupported_prompt");
-    e = errorOf({{"model", "tiny"}, {"prompt", "hi"}}, limits(false));
+    e = errorOf({{"model", "tiny"}, {"prompt", "hi"}}, tokenizerLimits(false));
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.code, "no_tokenizer");
     EXPECT_EQ(e.param, "prompt");
@@ -110,9 +111,10 @@ TEST(DaemonTokenizerApi, PromptErrorsFollowTheErrorTable) {
 TEST(DaemonTokenizerApi, TokenizeAndDetokenizeHaveVllmShapes) {
     const std::string text = "Привет, мир! Съешь же ещё этих мягких французских булок.";
     const json ref = expectedFor(text);
-    auto t = parseTokenizeRequest(json{{"model", "tiny"}, {"prompt", text}}.dump(), limits());
+    auto t =
+        parseTokenizeRequest(json{{"model", "tiny"}, {"prompt", text}}.dump(), tokenizerLimits());
     ASSERT_TRUE(std::holds_alternative<TokenizeResult>(t));
-    const json out = json::parse(tokenizeJson(std::get<TokenizeResult>(t), limits()));
+    const json out = json::parse(tokenizeJson(std::get<TokenizeResult>(t), tokenizerLimits()));
     EXPECT_EQ(out["tokens"], ref["ids_special"]);
     EXPECT_EQ(out["count"], ref["ids_special"].size());
     EXPECT_EQ(out["max_model_len"], 2048);
@@ -122,19 +124,19 @@ TEST(DaemonTokenizerApi, TokenizeAndDetokenizeHaveVllmShapes) {
     // model is optional (vLLM); return_token_strs gives the vocabulary's spelling.
     t = parseTokenizeRequest(
         json{{"prompt", "a b"}, {"add_special_tokens", false}, {"return_token_strs", true}}.dump(),
-        limits());
+        tokenizerLimits());
     ASSERT_TRUE(std::holds_alternative<TokenizeResult>(t));
-    const json strs = json::parse(tokenizeJson(std::get<TokenizeResult>(t), limits()));
+    const json strs = json::parse(tokenizeJson(std::get<TokenizeResult>(t), tokenizerLimits()));
     ASSERT_EQ(strs["token_strs"].size(), strs["tokens"].size());
     EXPECT_EQ(strs["token_strs"][0], "a");
     EXPECT_EQ(strs["token_strs"].back().get<std::string>().rfind("\xC4\xA0", 0), 0u)
         << strs.dump();  // " b" starts with the alphabet's space
 
-    auto d =
-        parseDetokenizeRequest(json{{"model", "tiny"}, {"tokens", ref["ids"]}}.dump(), limits());
+    auto d = parseDetokenizeRequest(json{{"model", "tiny"}, {"tokens", ref["ids"]}}.dump(),
+                                    tokenizerLimits());
     ASSERT_TRUE(std::holds_alternative<std::string>(d));
     EXPECT_EQ(json::parse(detokenizeJson(std::get<std::string>(d))), json({{"prompt", text}}));
-    d = parseDetokenizeRequest(json{{"tokens", json::array()}}.dump(), limits());
+    d = parseDetokenizeRequest(json{{"tokens", json::array()}}.dump(), tokenizerLimits());
     ASSERT_TRUE(std::holds_alternative<std::string>(d));
     EXPECT_EQ(std::get<std::string>(d), "");
 }
@@ -144,30 +146,41 @@ TEST(DaemonTokenizerApi, TokenizeErrors) {
         EXPECT_TRUE(std::holds_alternative<ApiError>(r));
         return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
     };
-    EXPECT_EQ(err(parseTokenizeRequest(R"({"model":"other","prompt":"x"})", limits())).status, 404);
-    EXPECT_EQ(err(parseTokenizeRequest(R"({"prompt":[1,2]})", limits())).code, "invalid_type");
-    EXPECT_EQ(err(parseTokenizeRequest(R"({"messages":[{"role":"user","content":"x"}]})", limits()))
+    EXPECT_EQ(
+        err(parseTokenizeRequest(R"({"model":"other","prompt":"x"})", tokenizerLimits())).status,
+        404);
+    EXPECT_EQ(err(parseTokenizeRequest(R"({"prompt":[1,2]})", tokenizerLimits())).code,
+              "invalid_type");
+    EXPECT_EQ(err(parseTokenizeRequest(R"({"messages":[{"role":"user","content":"x"}]})",
+                                       tokenizerLimits()))
                   .param,
               "messages");
-    EXPECT_EQ(err(parseTokenizeRequest(R"({"prompt":"x"})", limits(false))).code, "no_tokenizer");
-    EXPECT_EQ(err(parseTokenizeRequest(R"({"prompt":"x","return_token_strs":1})", limits())).param,
-              "return_token_strs");
-    EXPECT_EQ(err(parseTokenizeRequest("[1]", limits())).code, "invalid_json");
+    EXPECT_EQ(err(parseTokenizeRequest(R"({"prompt":"x"})", tokenizerLimits(false))).code,
+              "no_tokenizer");
+    EXPECT_EQ(
+        err(parseTokenizeRequest(R"({"prompt":"x","return_token_strs":1})", tokenizerLimits()))
+            .param,
+        "return_token_strs");
+    EXPECT_EQ(err(parseTokenizeRequest("[1]", tokenizerLimits())).code, "invalid_json");
 
     auto derr = [](const std::variant<std::string, ApiError>& r) {
         EXPECT_TRUE(std::holds_alternative<ApiError>(r));
         return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
     };
     const int64_t vocab = smallTokenizer().vocabSize();
-    ApiError e = derr(parseDetokenizeRequest(json{{"tokens", {1, vocab}}}.dump(), limits()));
+    ApiError e =
+        derr(parseDetokenizeRequest(json{{"tokens", {1, vocab}}}.dump(), tokenizerLimits()));
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.param, "tokens");
     EXPECT_NE(e.message.find("tokens[1]"), std::string::npos) << e.message;
-    EXPECT_EQ(derr(parseDetokenizeRequest(R"({"tokens":["a"]})", limits())).code, "invalid_type");
-    EXPECT_EQ(derr(parseDetokenizeRequest(R"({"tokens":[1]})", limits(false))).code,
+    EXPECT_EQ(derr(parseDetokenizeRequest(R"({"tokens":["a"]})", tokenizerLimits())).code,
+              "invalid_type");
+    EXPECT_EQ(derr(parseDetokenizeRequest(R"({"tokens":[1]})", tokenizerLimits(false))).code,
               "no_tokenizer");
-    EXPECT_EQ(derr(parseDetokenizeRequest(R"({})", limits())).code, "missing_field");
-    EXPECT_EQ(derr(parseDetokenizeRequest(R"({"model":"x","tokens":[1]})", limits())).status, 404);
+    EXPECT_EQ(derr(parseDetokenizeRequest(R"({})", tokenizerLimits())).code, "missing_field");
+    EXPECT_EQ(
+        derr(parseDetokenizeRequest(R"({"model":"x","tokens":[1]})", tokenizerLimits())).status,
+        404);
 }
 
 TEST(DaemonTokenizerApi, RoutesAndFlag) {

@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "scheduler/interval_accuracy.h"
+#include "tests/scheduler/units.h"
 
 namespace atlas::sched {
 namespace {
 
-constexpr Nanos kMs = kNsPerMs;
+using test_units::kMiB;
+using test_units::kMs;
 constexpr Nanos kIter = 100 * kMs;
-constexpr uint64_t kMiB = 1 << 20;
 
 // Iteration k of a 100 ms pattern from 1 s: a fill wait [5, 30) ms and a drain wait
 // [60, 80) ms, each ended by a 1 MiB transfer whose first data lands 10 ms before its end.

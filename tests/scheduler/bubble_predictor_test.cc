@@ -266,10 +266,10 @@ TEST(BubblePredictorTest, AWaitLongerThanThePeriodForcesALongerPeriod) {
 // the iteration, and each of its 40 bubbles keeps a track (more than the 32 tracks there used
 // to be: every iteration evicted tracks before they had the samples to be predicted).
 TEST(BubblePredictorTest, ALongBurstOfEvenlySpacedWaitsDoesNotHideTheIteration) {
-    constexpr Nanos kIter = 3850 * kNsPerMs;
+    constexpr Nanos kLongIter = 3850 * kNsPerMs;
     std::vector<Interval> observed;
     for (int i = 0; i < 20; ++i) {
-        const Nanos it0 = kNsPerSec + i * kIter;
+        const Nanos it0 = kNsPerSec + i * kLongIter;
         observed.push_back({it0, it0 + 300 * kNsPerMs});  // fill
         for (int k = 0; k < 38; ++k) {
             const Nanos s = it0 + 400 * kNsPerMs + k * 80 * kNsPerMs;
@@ -282,9 +282,9 @@ TEST(BubblePredictorTest, ALongBurstOfEvenlySpacedWaitsDoesNotHideTheIteration) 
     Live live = runLive(p, observed, kNsPerSec, end);
     const PeriodEstimate est = p.period(end);
     ASSERT_TRUE(est.locked());
-    EXPECT_NEAR(static_cast<double>(est.period_ns), static_cast<double>(kIter), 1e6);
+    EXPECT_NEAR(static_cast<double>(est.period_ns), static_cast<double>(kLongIter), 1e6);
     EXPECT_EQ(p.trackCount(), 40u);
-    const Accuracy a = measureAccuracy(observed, live.predicted, {kNsPerSec + 10 * kIter, end});
+    const Accuracy a = measureAccuracy(observed, live.predicted, {kNsPerSec + 10 * kLongIter, end});
     EXPECT_GE(a.coverage, 0.95);
     EXPECT_GE(a.precision, 0.99);
 }

@@ -6,12 +6,13 @@
 #include <vector>
 
 #include "scheduler/open_wait_model.h"
+#include "tests/scheduler/units.h"
 
 namespace atlas::sched {
 namespace {
 
-constexpr Nanos kMs = kNsPerMs;
-constexpr uint64_t kMiB = 1 << 20;
+using test_units::kMiB;
+using test_units::kMs;
 
 // A finished wait of `length_ms` whose 1 MiB transfer began `transfer_ms` before its end.
 TransferWait finished(int i, Nanos length_ms, Nanos transfer_ms) {

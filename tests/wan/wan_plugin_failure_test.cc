@@ -32,7 +32,6 @@ using abi::EnvVars;
 using namespace std::chrono_literals;
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr const char* kLossyLongHaul = "rtt_ms=100 rate_mbit=1000 buf_ms=100 loss=0.01";
 // Far more than moves before the failure is injected (~4 s of link time).
 constexpr size_t kHuge = 512 * abi::kMiB;
 // Transfers that must survive: a few seconds of link time around the injected failures.
@@ -41,7 +40,7 @@ constexpr int kTimeoutMs = 4000;
 // Detection bound: ATLAS_TIMEOUT_MS plus keepalive probing, scheduling on a loaded 2-core
 // machine and sanitizer slowdown.
 const Nanos kDetectBound = kTimeoutMs * kNsPerMs + abi::scaledBudget(12 * kNsPerSec);
-const Nanos kBudget = abi::scaledBudget(60 * kNsPerSec);
+const Nanos kFailureBudget = abi::scaledBudget(60 * kNsPerSec);
 // Bytes forwarded dc0 -> dc1 before a failure is injected, so it hits a transfer in progress.
 constexpr uint64_t kMidTransferBytes = 8 * abi::kMiB;
 constexpr uint64_t kPatternSeed = 0x5eed;
@@ -181,7 +180,7 @@ TEST(WanPluginFailure, StreamResetsMidTransferAreSurvived) {
     }
     Result<std::unique_ptr<PluginTestbed>> tb = PluginTestbed::up(kLossyLongHaul);
     ATLAS_ASSERT_OK(tb);
-    const Deadline deadline(kBudget);
+    const Deadline deadline(kFailureBudget);
     Ranks ranks;
     ATLAS_ASSERT_OK(startRanks(**tb, wanPluginEnv(kTimeoutMs, {{"ATLAS_NSTREAMS", "4"}}),
                                Expect::kSuccess, deadline, &ranks));
@@ -211,7 +210,7 @@ TEST(WanPluginFailure, LinkFlapIsRiddenThrough) {
     }
     Result<std::unique_ptr<PluginTestbed>> tb = PluginTestbed::up(kLossyLongHaul);
     ATLAS_ASSERT_OK(tb);
-    const Deadline deadline(kBudget);
+    const Deadline deadline(kFailureBudget);
     Ranks ranks;
     // The outage (3 s) is shorter than the bound (8 s): requests wait, then resume.
     ATLAS_ASSERT_OK(startRanks(**tb, wanPluginEnv(8000, {{"ATLAS_NSTREAMS", "3"}}),
@@ -241,7 +240,7 @@ TEST(WanPluginFailure, DarkLinkMidTransferFailsWithinTheTimeout) {
     }
     Result<std::unique_ptr<PluginTestbed>> tb = PluginTestbed::up(kLossyLongHaul);
     ATLAS_ASSERT_OK(tb);
-    const Deadline deadline(kBudget);
+    const Deadline deadline(kFailureBudget);
     Ranks ranks;
     ATLAS_ASSERT_OK(startRanks(**tb, wanPluginEnv(kTimeoutMs, {{"ATLAS_LINK_GBPS", "1"}}),
                                Expect::kFailure, deadline, &ranks));
@@ -269,7 +268,7 @@ TEST(WanPluginFailure, WanDownStopsLiveRanksAndLeavesNothingBehind) {
     }
     Result<std::unique_ptr<PluginTestbed>> tb = PluginTestbed::up(kLossyLongHaul);
     ATLAS_ASSERT_OK(tb);
-    const Deadline deadline(kBudget);
+    const Deadline deadline(kFailureBudget);
     Ranks ranks;
     // A long dead-peer bound: the ranks would keep waiting; wan-down has to stop them.
     ATLAS_ASSERT_OK(startRanks(**tb, wanPluginEnv(60000, {{"ATLAS_LINK_GBPS", "1"}}),

@@ -27,6 +27,9 @@
 
 namespace atlas::wanem::test {
 
+// The long-haul link both plugin suites run over: 100 ms RTT, 1 Gbit/s, 1 BDP of buffer, 1% loss.
+inline constexpr const char* kLossyLongHaul = "rtt_ms=100 rate_mbit=1000 buf_ms=100 loss=0.01";
+
 // Why these tests cannot run here (not root, no /dev/net/tun, `ip netns` unusable, no
 // atlas-wanem, ping or ss missing, the plugin not built), or nullopt. Also sweeps testbeds
 // left by crashed earlier runs.

@@ -19,8 +19,7 @@ using abi::ChildProcess;
 using abi::Deadline;
 using abi::EnvVars;
 
-const Nanos kBudget = abi::scaledBudget(75 * kNsPerSec);
-constexpr const char* kLossyLongHaul = "rtt_ms=100 rate_mbit=1000 buf_ms=100 loss=0.01";
+const Nanos kTransferBudget = abi::scaledBudget(75 * kNsPerSec);
 // Inline on the control stream, one chunk, a few chunks, many chunks over every stream.
 const std::vector<size_t> kSizes = {1, 4097, abi::kMiB + 13, 3 * abi::kMiB + 1, 8 * abi::kMiB};
 constexpr size_t kSlack = 4096;  // receive capacity beyond the message: test() must report size
@@ -141,7 +140,7 @@ TEST_P(WanPluginTransfer, ByteExactAcross100msOnePercentLoss) {
     Result<std::unique_ptr<PluginTestbed>> tb = PluginTestbed::up(kLossyLongHaul);
     ATLAS_ASSERT_OK(tb);
     RecordProperty("congestion_control", (*tb)->congestionControl());
-    const Deadline deadline(kBudget);
+    const Deadline deadline(kTransferBudget);
     const EnvVars env = wanPluginEnv(20000, GetParam().env);
 
     Result<ChildProcess> receiver = spawnPeerIn((*tb)->ns(1), env, "receiver (dc1)",
