@@ -106,6 +106,12 @@ class ServerThread {
         }
         server_ = std::move(s.value());
         thread_ = std::thread([this] { (void)server_->run(); });
+        // Serving once its metrics page answers (empty until run() is active): a test that
+        // reads the page before anything connected must not race the server thread's start.
+        if (!waitFor([this] { return !server_->metricsText().empty(); },
+                     std::chrono::milliseconds(10000))) {
+            error_ = "the arbiter did not start serving within 10 s";
+        }
     }
     ~ServerThread() { stop(); }
     void stop() {
@@ -117,7 +123,7 @@ class ServerThread {
         }
         server_.reset();
     }
-    bool ok() const { return server_ != nullptr; }
+    bool ok() const { return server_ != nullptr && error_.empty(); }
     const std::string& error() const { return error_; }
     uint16_t port() const { return server_->port(); }
     ArbiterServer& server() { return *server_; }
