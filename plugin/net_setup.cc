@@ -310,11 +310,7 @@ ncclResult_t connect(void* ctx, int dev, const int* traffic_class, void* handle,
                     info.peer.toString().c_str(), info.nstreams,
                     static_cast<double>(info.rtt_ns) / 1e6,
                     info.authenticated ? ", authenticated" : "");
-        ATLAS_RETURN_IF_ERROR(addHandle(HandleKind::kSend, obj.get()));
-        obj->requests->bindHandles(obj->token);
-        g_live_comms.fetch_add(1, std::memory_order_acq_rel);
-        *send_comm = obj.release()->token;
-        return Status::ok();
+        return handOver(HandleKind::kSend, std::move(obj), send_comm);
     });
 }
 
@@ -391,11 +387,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
                     info.peer.toString().c_str(), info.nstreams,
                     static_cast<double>(info.rtt_ns) / 1e6,
                     info.authenticated ? ", authenticated" : "");
-        ATLAS_RETURN_IF_ERROR(addHandle(HandleKind::kRecv, obj.get()));
-        obj->requests->bindHandles(obj->token);
-        g_live_comms.fetch_add(1, std::memory_order_acq_rel);
-        *recv_comm = obj.release()->token;
-        return Status::ok();
+        return handOver(HandleKind::kRecv, std::move(obj), recv_comm);
     });
 }
 

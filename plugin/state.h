@@ -163,6 +163,18 @@ Status addHandle(HandleKind kind, T* obj) {
     return Status::ok();
 }
 
+// Hands a connected send or recv comm to NCCL: registered under a new token, its request
+// pool bound to that token, counted live, and only then the token written to *out, so NCCL
+// never holds a handle the table, the pool or the teardown count does not know yet.
+template <typename Obj>
+Status handOver(HandleKind kind, std::unique_ptr<Obj> obj, void** out) {
+    ATLAS_RETURN_IF_ERROR(addHandle(kind, obj.get()));
+    obj->requests->bindHandles(obj->token);
+    g_live_comms.fetch_add(1, std::memory_order_acq_rel);
+    *out = obj.release()->token;
+    return Status::ok();
+}
+
 // The context behind NCCL's `ctx` (nullptr for a NULL ctx, which v8..v10 pass), or misuse.
 Status findCtxLocked(void* ctx, const Ctx** out);
 // The in-flight request behind NCCL's request handle, through its comm's table entry; nullptr
