@@ -200,10 +200,11 @@ class CommCore final {
         std::optional<seal::StreamOpener> opener;
         std::vector<uint8_t> staging;
         std::vector<std::pair<uint64_t, uint64_t>>
-            sealed_runs;        // recv: written, not yet authenticated
-        Nanos progress_at = 0;  // send: last advance of its confirmations (stall rule)
-        Nanos eof_at = 0;       // kEofWait: when the end of stream was read
-        uint64_t bytes = 0;     // payload bytes moved in this incarnation
+            sealed_runs;           // recv: written, not yet authenticated
+        Nanos progress_at = 0;     // send: last advance of its confirmations (stall rule)
+        uint64_t stall_acked = 0;  // send: TCP bytes_acked at the last stall check
+        Nanos eof_at = 0;          // kEofWait: when the end of stream was read
+        uint64_t bytes = 0;        // payload bytes moved in this incarnation
 
         void onIoComplete(IoOp* op, int64_t result) override {
             comm->onStreamIo(*this, op, result);

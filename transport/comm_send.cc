@@ -8,6 +8,7 @@
 
 #include "transport/comm_core.h"
 #include "transport/engine.h"
+#include "transport/tcp_info.h"
 
 namespace atlas::transport {
 namespace {
@@ -436,6 +437,15 @@ void CommCore::checkStalls(Nanos now) {
         const int64_t oldest = ledger_->oldestHandedUnconfirmedSeq(s->index);
         if (oldest < 0 || static_cast<uint64_t>(oldest) >= peer_posted_ ||
             now - s->progress_at < limit) {
+            continue;
+        }
+        // No confirmation yet, but a large frame on a slow stream (a fair share of a busy
+        // WAN, ATLAS_STRIPE=even's big pieces) may take longer than the limit to arrive
+        // whole. The peer's TCP acknowledging bytes means the path moves: not a stall.
+        TcpInfoSample info;
+        if (readTcpInfo(s->fd.get(), now, &info).isOk() && info.bytes_acked > s->stall_acked) {
+            s->stall_acked = info.bytes_acked;
+            s->progress_at = now;
             continue;
         }
         loseStream(*s, "stalled: no confirmation for " +
