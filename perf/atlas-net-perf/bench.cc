@@ -2,6 +2,7 @@
 #include "perf/atlas-net-perf/bench.h"
 
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cmath>
@@ -140,6 +141,27 @@ int bufferCount(const Plan& plan, size_t size) {
     return static_cast<int>(std::clamp<size_t>(fit, 1, static_cast<size_t>(plan.window)));
 }
 
+// Between test() calls that found nothing done. yield: like NCCL's proxy thread, never
+// sleeps, so latency stays honest; spin: a caller that never gives the core away; sleep: one
+// that does (a 20 us nanosleep, timer slack included in what it costs).
+void idle(Poll poll) {
+    switch (poll) {
+        case Poll::kYield:
+            sched_yield();
+            return;
+        case Poll::kSpin:
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            return;
+        case Poll::kSleep: {
+            const timespec ts{0, 20 * 1000};
+            nanosleep(&ts, nullptr);
+            return;
+        }
+    }
+}
+
 // One direction of NCCL-style posting: at most `window` requests in flight, oldest tested.
 struct Lane {
     bool is_send = false;
@@ -154,7 +176,7 @@ struct Lane {
 // `first`) carries messageSeed(size, first + i) when `check` is set, and the receiver
 // verifies it.
 Status moveMessages(NetApi& net, Lane* send, Lane* recv, size_t size, int n, int window, bool check,
-                    int first, const Deadline& deadline) {
+                    int first, Poll poll, const Deadline& deadline) {
     Lane* lanes[2] = {send, recv};
     for (Lane* l : lanes) {
         if (l != nullptr) {
@@ -230,14 +252,13 @@ Status moveMessages(NetApi& net, Lane* send, Lane* recv, size_t size, int n, int
             if (deadline.expired()) {
                 return Status(Code::kTimeout, "messages not done before the deadline");
             }
-            // Like NCCL's proxy thread: yield, never sleep, so latency stays honest.
-            sched_yield();
+            idle(poll);
         }
     }
     return Status::ok();
 }
 
-Status waitRequest(NetApi& net, void* req, size_t* size_out, const Deadline& deadline) {
+Status waitRequest(NetApi& net, void* req, size_t* size_out, Poll poll, const Deadline& deadline) {
     while (true) {
         int d = 0;
         int sz = -1;
@@ -251,12 +272,12 @@ Status waitRequest(NetApi& net, void* req, size_t* size_out, const Deadline& dea
         if (deadline.expired()) {
             return Status(Code::kTimeout, "request not done before the deadline");
         }
-        sched_yield();
+        idle(poll);
     }
 }
 
 Result<void*> post(NetApi& net, bool is_send, void* comm, void* buf, size_t size, void* mh,
-                   const Deadline& deadline) {
+                   Poll poll, const Deadline& deadline) {
     while (true) {
         void* req = nullptr;
         ncclResult_t rc = is_send ? net.isend(comm, buf, size, 0, mh, &req)
@@ -268,7 +289,7 @@ Result<void*> post(NetApi& net, bool is_send, void* comm, void* buf, size_t size
         if (deadline.expired()) {
             return Status(Code::kTimeout, "no free request before the deadline");
         }
-        sched_yield();
+        idle(poll);
     }
 }
 
@@ -313,22 +334,23 @@ Status pluginBandwidth(PluginSide& side, Channel& chan, const Plan& plan, size_t
     Lane* sl = sending ? &send_lane : nullptr;
     Lane* rl = receiving ? &recv_lane : nullptr;
     if (plan.warmup > 0) {
-        ATLAS_RETURN_IF_ERROR(annotate(
-            moveMessages(net, sl, rl, size, plan.warmup, plan.window, plan.check, 0, deadline),
-            "warm-up"));
+        ATLAS_RETURN_IF_ERROR(annotate(moveMessages(net, sl, rl, size, plan.warmup, plan.window,
+                                                    plan.check, 0, plan.poll, deadline),
+                                       "warm-up"));
     }
     if (is_client) {
         ATLAS_RETURN_IF_ERROR(barrierClient(chan, deadline));
         const Nanos t0 = monotonicNowNs();
         ATLAS_RETURN_IF_ERROR(moveMessages(net, sl, rl, size, plan.iters, plan.window, plan.check,
-                                           plan.warmup, deadline));
+                                           plan.warmup, plan.poll, deadline));
         // The server's completion message: every byte has arrived there.
         Result<void*> ack = post(net, false, side.comms.recv_comm, side.ack_buf.data(), 8,
-                                 side.ack_recv_mr.mhandle(), deadline);
+                                 side.ack_recv_mr.mhandle(), plan.poll, deadline);
         if (!ack.isOk()) {
             return ack.status();
         }
-        ATLAS_RETURN_IF_ERROR(annotate(waitRequest(net, *ack, nullptr, deadline), "ack"));
+        ATLAS_RETURN_IF_ERROR(
+            annotate(waitRequest(net, *ack, nullptr, plan.poll, deadline), "ack"));
         const Nanos elapsed = monotonicNowNs() - t0;
         row->size = size;
         row->count = plan.iters;
@@ -339,13 +361,13 @@ Status pluginBandwidth(PluginSide& side, Channel& chan, const Plan& plan, size_t
     }
     ATLAS_RETURN_IF_ERROR(barrierServer(chan, deadline));
     ATLAS_RETURN_IF_ERROR(moveMessages(net, sl, rl, size, plan.iters, plan.window, plan.check,
-                                       plan.warmup, deadline));
+                                       plan.warmup, plan.poll, deadline));
     Result<void*> ack = post(net, true, side.comms.send_comm, side.ack_buf.data(), 8,
-                             side.ack_send_mr.mhandle(), deadline);
+                             side.ack_send_mr.mhandle(), plan.poll, deadline);
     if (!ack.isOk()) {
         return ack.status();
     }
-    return annotate(waitRequest(net, *ack, nullptr, deadline), "ack");
+    return annotate(waitRequest(net, *ack, nullptr, plan.poll, deadline), "ack");
 }
 
 // Ping-pong of one size. The client records every round trip after the warm-up.
@@ -372,18 +394,20 @@ Status pluginLatency(PluginSide& side, Channel& chan, const Plan& plan, size_t s
     for (int i = 0; i < total; ++i) {
         if (is_client) {
             // The reply's receive is pre-posted, as NCCL keeps receives posted ahead.
-            Result<void*> rreq = post(net, false, side.comms.recv_comm, rbuf, size, rmh, deadline);
+            Result<void*> rreq =
+                post(net, false, side.comms.recv_comm, rbuf, size, rmh, plan.poll, deadline);
             if (!rreq.isOk()) {
                 return rreq.status();
             }
             const Nanos t0 = monotonicNowNs();
-            Result<void*> sreq = post(net, true, side.comms.send_comm, sbuf, size, smh, deadline);
+            Result<void*> sreq =
+                post(net, true, side.comms.send_comm, sbuf, size, smh, plan.poll, deadline);
             if (!sreq.isOk()) {
                 return sreq.status();
             }
-            ATLAS_RETURN_IF_ERROR(waitRequest(net, *sreq, nullptr, deadline));
+            ATLAS_RETURN_IF_ERROR(waitRequest(net, *sreq, nullptr, plan.poll, deadline));
             size_t got = 0;
-            ATLAS_RETURN_IF_ERROR(waitRequest(net, *rreq, &got, deadline));
+            ATLAS_RETURN_IF_ERROR(waitRequest(net, *rreq, &got, plan.poll, deadline));
             const Nanos dt = monotonicNowNs() - t0;
             if (got != size) {
                 return Status(Code::kInternal, "pong of " + std::to_string(got) + " B, expected " +
@@ -393,16 +417,18 @@ Status pluginLatency(PluginSide& side, Channel& chan, const Plan& plan, size_t s
                 samples.push_back(static_cast<double>(dt) / 1e3);
             }
         } else {
-            Result<void*> rreq = post(net, false, side.comms.recv_comm, rbuf, size, rmh, deadline);
+            Result<void*> rreq =
+                post(net, false, side.comms.recv_comm, rbuf, size, rmh, plan.poll, deadline);
             if (!rreq.isOk()) {
                 return rreq.status();
             }
-            ATLAS_RETURN_IF_ERROR(waitRequest(net, *rreq, nullptr, deadline));
-            Result<void*> sreq = post(net, true, side.comms.send_comm, sbuf, size, smh, deadline);
+            ATLAS_RETURN_IF_ERROR(waitRequest(net, *rreq, nullptr, plan.poll, deadline));
+            Result<void*> sreq =
+                post(net, true, side.comms.send_comm, sbuf, size, smh, plan.poll, deadline);
             if (!sreq.isOk()) {
                 return sreq.status();
             }
-            ATLAS_RETURN_IF_ERROR(waitRequest(net, *sreq, nullptr, deadline));
+            ATLAS_RETURN_IF_ERROR(waitRequest(net, *sreq, nullptr, plan.poll, deadline));
         }
     }
     if (is_client) {

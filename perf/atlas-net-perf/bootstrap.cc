@@ -73,6 +73,7 @@ std::string encodePlan(const Plan& plan) {
     j["raw_streams"] = plan.raw_streams;
     j["dev"] = plan.dev;
     j["check"] = plan.check;
+    j["poll"] = pollName(plan.poll);
     return j.dump();
 }
 
@@ -124,6 +125,14 @@ Result<Plan> decodePlan(const std::string& text) {
     p.window = static_cast<int>(window);
     p.raw_streams = static_cast<int>(streams);
     p.dev = static_cast<int>(dev);
+    const std::string poll = str("poll");
+    if (poll == "spin") {
+        p.poll = Poll::kSpin;
+    } else if (poll == "sleep") {
+        p.poll = Poll::kSleep;
+    } else if (poll != "yield") {
+        return protocolError("bootstrap: plan.poll invalid");
+    }
     auto check = j.find("check");
     p.check = check != j.end() && check->is_boolean() && check->get<bool>();
     auto sizes = j.find("sizes");

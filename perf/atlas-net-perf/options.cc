@@ -55,6 +55,7 @@ struct BootstrapKind : String {
 };
 
 using DirectionKind = NamedEnum<Direction, &directionName, Direction::kUni, Direction::kBidir>;
+using PollKind = NamedEnum<Poll, &pollName, Poll::kYield, Poll::kSpin, Poll::kSleep>;
 
 #define ATLAS_NETPERF_OPTIONS(X)                                                                   \
     X("--sizes", List<Size>, plan.sizes, 0, kMaxMessage, "LIST",                                   \
@@ -75,6 +76,9 @@ using DirectionKind = NamedEnum<Direction, &directionName, Direction::kUni, Dire
     X("--latency", SetTo<Measure::kLatency>, plan.measure, 0, 0, "",                               \
       "ping-pong: the client sends size bytes, the server sends them back; every round trip is "   \
       "one sample (p50/p99/mean)")                                                                 \
+    X("--poll", PollKind, plan.poll, 0, 0, "MODE",                                                 \
+      "how both sides wait between test() calls that found nothing done: yield (sched_yield, "     \
+      "as NCCL's proxy thread), spin (busy loop, no syscall) or sleep (nanosleep 20 us)")          \
     X("--check", Switch, plan.check, 0, 0, "",                                                     \
       "fill every message with a position-dependent pattern and verify every received byte "       \
       "(slower, inside the timed region; for correctness runs)")                                   \
@@ -344,6 +348,18 @@ const char* kindName(Kind kind) {
 
 const char* directionName(Direction d) {
     return d == Direction::kUni ? "uni" : "bidir";
+}
+
+const char* pollName(Poll p) {
+    switch (p) {
+        case Poll::kSpin:
+            return "spin";
+        case Poll::kSleep:
+            return "sleep";
+        case Poll::kYield:
+            break;
+    }
+    return "yield";
 }
 
 }  // namespace atlas::netperf

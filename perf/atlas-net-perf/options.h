@@ -19,6 +19,8 @@ enum class Role { kLocal, kServer, kClient };
 enum class Direction { kUni, kBidir };
 enum class Measure { kBandwidth, kLatency };
 enum class Kind { kPlugin, kRawTcp };
+// How a side waits between test() calls that found nothing done (docs/net-perf.md).
+enum class Poll { kYield, kSpin, kSleep };
 
 // One configuration of the comparison: a name, the env vars its fresh processes get, and
 // whether it measures the plugin or plain TCP.
@@ -41,6 +43,7 @@ struct Plan {
     int raw_streams = 1;
     int dev = 0;
     bool check = false;
+    Poll poll = Poll::kYield;
 };
 
 struct Options {
@@ -87,5 +90,6 @@ std::string usage();
 std::string formatSize(size_t bytes);  // 1048576 -> "1M", 1000 -> "1000"
 const char* kindName(Kind kind);
 const char* directionName(Direction d);
+const char* pollName(Poll p);
 
 }  // namespace atlas::netperf

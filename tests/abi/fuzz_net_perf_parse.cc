@@ -36,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             if (p.isOk()) {
                 atlas::Result<Plan> again = decodePlan(encodePlan(*p));
                 if (!again.isOk() || again->sizes != p->sizes || again->iters != p->iters ||
-                    again->window != p->window || again->kind != p->kind) {
+                    again->window != p->window || again->kind != p->kind ||
+                    again->poll != p->poll) {
                     std::abort();
                 }
             }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "options/help.h"
+#include "perf/atlas-net-perf/bootstrap.h"
 #include "perf/atlas-net-perf/options.h"
 #include "support/doc_blocks.h"
 
@@ -33,6 +34,26 @@ TEST(NetPerfOptions, ModesAndDefaults) {
     EXPECT_FALSE(parse({}).isOk());
     EXPECT_FALSE(parse({"sideways"}).isOk());
     EXPECT_FALSE(parse({"server"}).isOk());  // needs --bootstrap
+}
+
+TEST(NetPerfOptions, PollModeTravelsInThePlan) {
+    EXPECT_EQ(parse({"local"})->plan.poll, Poll::kYield);  // NCCL's proxy thread's way
+    for (auto [word, want] : {std::pair{"spin", Poll::kSpin}, std::pair{"sleep", Poll::kSleep},
+                              std::pair{"yield", Poll::kYield}}) {
+        auto o = parse({"local", "--poll", word});
+        ASSERT_TRUE(o.isOk()) << o.status().toString();
+        EXPECT_EQ(o->plan.poll, want);
+        // The server follows the client's plan, so both ends poll the same way.
+        Result<Plan> back = decodePlan(encodePlan(o->plan));
+        ASSERT_TRUE(back.isOk()) << back.status().toString();
+        EXPECT_EQ(back->poll, want) << word;
+    }
+    auto bad = parse({"local", "--poll", "busy"});
+    ASSERT_FALSE(bad.isOk());
+    EXPECT_NE(bad.status().message().find("--poll"), std::string::npos) << bad.status().message();
+    std::string text = encodePlan(parse({"local"})->plan);
+    text.replace(text.find("\"yield\""), 7, "\"nap\"");
+    EXPECT_FALSE(decodePlan(text).isOk());
 }
 
 TEST(NetPerfOptions, SizesSweepAndConfigs) {
