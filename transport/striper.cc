@@ -27,13 +27,16 @@ std::optional<StripeAssignment> Striper::next(uint64_t total, uint64_t remaining
         cursor_ = (cursor_ + 1) % nstreams_;
         return a;
     }
-    // Least-loaded stream; ties go to the one after the last pick so equal streams share
-    // pieces round-robin instead of piling onto stream 0.
+    // Least-loaded stream; ties go to the lowest index. A burst (a pipeline's activation, a
+    // few chunks) then lands on the same first streams every time, whose congestion windows
+    // stay open; spreading ties round-robin over many streams left every stream cold, and each
+    // 512 KiB piece spent ~6 round trips in slow start (a 2.5 MiB message over 22 streams of a
+    // 50 ms path took ~300 ms instead of ~21 ms; docs/protocol.md "Striping"). Within one burst
+    // the loads rise as pieces are placed, so pieces still spread over streams.
     int best = -1;
     uint64_t best_load = 0;
     const int n = std::min<int>(nstreams_, static_cast<int>(queued.size()));
-    for (int k = 0; k < n; ++k) {
-        const int i = (cursor_ + k) % n;
+    for (int i = 0; i < n; ++i) {
         if (queued[i] >= max_queued_) {
             continue;
         }
@@ -45,7 +48,6 @@ std::optional<StripeAssignment> Striper::next(uint64_t total, uint64_t remaining
     if (best < 0) {
         return std::nullopt;
     }
-    cursor_ = (best + 1) % n;
     return StripeAssignment{best, std::min({chunk_, remaining, max_piece_})};
 }
 

@@ -139,16 +139,22 @@ TEST(Striper, LoadAwarePicksLeastLoadedAndRespectsTheCap) {
     EXPECT_EQ(a->length, 30u) << "last piece is the remainder";
 }
 
-TEST(Striper, LoadAwareRotatesAmongEquallyLoadedStreams) {
+TEST(Striper, LoadAwareBurstsReuseTheSameWarmStreams) {
+    // Bursts of 3 pieces on 4 idle streams: within a burst the rising loads spread the pieces;
+    // every burst starts again at stream 0, so the same streams carry every burst and keep
+    // their congestion windows open (round-robin ties left every stream cold).
     Striper s(StripeMode::kLoadAware, 4, 10, 1000);
-    std::vector<uint64_t> q(4, 0);
-    std::vector<int> picks;
-    for (int i = 0; i < 8; ++i) {
-        auto a = s.next(1000, 1000, q);
-        ASSERT_TRUE(a);
-        picks.push_back(a->stream);
+    for (int burst = 0; burst < 3; ++burst) {
+        std::vector<uint64_t> q(4, 0);  // everything sent since the last burst
+        std::vector<int> picks;
+        for (int i = 0; i < 3; ++i) {
+            auto a = s.next(30, 30 - 10 * i, q);
+            ASSERT_TRUE(a);
+            q[a->stream] += a->length;
+            picks.push_back(a->stream);
+        }
+        EXPECT_EQ(picks, (std::vector<int>{0, 1, 2})) << "burst " << burst;
     }
-    EXPECT_EQ(picks, (std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3}));
 }
 
 TEST(Striper, LoadAwareGivesFastStreamsMoreBytes) {
