@@ -545,6 +545,11 @@ export SWEEP_NET_BUDGET GPU_E2E_DRY=$DRY GPU_E2E_BIN=$BIN
 if [[ -n $PHASE ]]; then
   [[ -n ${GPU_E2E_OUT:-} ]] || die "--phase is internal"
   OUT=$GPU_E2E_OUT TAG=$GPU_E2E_TAG WAN_PREFIX=$GPU_E2E_WAN_PREFIX
+  # Test seam (tests/gpu/gpu_e2e_dry_run_test.sh): GPU_E2E_TEST_DELAY_<PHASE>=S makes the phase
+  # start S seconds late, so a budget test does not depend on how fast this machine is.
+  delay=GPU_E2E_TEST_DELAY_${PHASE^^}
+  [[ ${!delay:-0} =~ ^[0-9]+$ ]] || die "$delay: expected seconds"
+  sleep "${!delay:-0}"
   "phase_$PHASE"
   exit $?
 fi

@@ -30,7 +30,9 @@ text = open(out + "/summary.md").read()
 assert "## Collective sweep (item 3)" in text and "| atlas | True |" in text, text
 print("dry run: phases", st, "testbed", s["testbed"]["mode"])
 PY
-GPU_E2E_TESTBED=loopback GPU_E2E_BUDGET_SWEEP=2 "$ROOT/scripts/gpu-e2e.sh" --dry-run --out "$OUT" --phases sweep,report \
+# The sweep starts 10 s late (the script's test seam): past its 2 s budget however fast the
+# machine (a simulated sweep on loopback can finish inside 2 s).
+GPU_E2E_TESTBED=loopback GPU_E2E_BUDGET_SWEEP=2 GPU_E2E_TEST_DELAY_SWEEP=10 "$ROOT/scripts/gpu-e2e.sh" --dry-run --out "$OUT" --phases sweep,report \
   >"$OUT/run2.log" 2>&1 || fail "the second run exited $?"
 python3 - "$OUT" <<'PY' || fail "timeout check"
 import json, sys
