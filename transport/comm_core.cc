@@ -299,6 +299,7 @@ void CommCore::takePosted() {
         st.complete = false;
         st.store_wait = false;
         st.ranges.clear();
+        st.train_first_ns = -1;
         if (!isSend()) {
             continue;
         }
@@ -353,7 +354,17 @@ void CommCore::fail(Status st) {
 
 void CommCore::completeRequest(uint64_t seq, uint64_t result) {
     Request& r = request(seq);
-    state(seq).complete = true;
+    RequestState& st = state(seq);
+    st.complete = true;
+    if (!isSend() && st.train_first_ns >= 0 && result >= kMinTrainBytes &&
+        st.train_losses == counters_.stream_resets.load(std::memory_order_relaxed) &&
+        st.train_duplicates == counters_.duplicate_bytes.load(std::memory_order_relaxed)) {
+        const Nanos dispersion = params_.clock->nowNs() - st.train_first_ns;
+        if (dispersion > 0 && static_cast<uint64_t>(dispersion) <= wire::kMaxTrainNs) {
+            train_bytes_ = result;  // carried by the next confirmation
+            train_ns_ = dispersion;
+        }
+    }
     r.result_ = result;
     if (observer_ != nullptr) {
         observer_->completed(seq, params_.clock->nowNs());

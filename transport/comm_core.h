@@ -155,6 +155,8 @@ class CommCore final {
   private:
     static constexpr size_t kMaxPrefixBytes = seal::prefixBytes(wire::kFrameHeaderBytes);
     static constexpr uint64_t kMaxSealedPiece = 8ull << 20;
+    // Smallest message whose arrival is reported as a train (shorter ones are read jitter).
+    static constexpr uint64_t kMinTrainBytes = 1ull << 20;
     // How long an end of stream waits for the peer's goodbye on another stream.
     static constexpr Nanos kEofGraceNs = 100 * kNsPerMs;
     enum class RecvPhase : uint8_t {
@@ -230,6 +232,12 @@ class CommCore final {
         bool complete = true;
         bool store_wait = false;  // send: counted once in store_full_waits
         ReceivedRanges ranges;    // recv: bytes written into the posted buffer
+        // recv, the message train (docs/protocol.md "Confirmation"): when its first frame
+        // was read (-1: read from a parked stream, no sample), and the loss and duplicate
+        // counts then (a resend during the message spoils the sample).
+        Nanos train_first_ns = -1;
+        uint64_t train_losses = 0;
+        uint64_t train_duplicates = 0;
     };
 
     bool isSend() const { return params_.role == CommParams::Role::kSend; }
@@ -341,6 +349,8 @@ class CommCore final {
     bool confirm_pending_ = false;
     Nanos confirm_first_ = 0;
     uint64_t confirm_bytes_ = 0;
+    uint64_t train_bytes_ = 0;  // recv: the latest train for the next confirmation (0: none)
+    Nanos train_ns_ = 0;
     uint64_t confirmed_posted_ = 0;
     Stream* confirm_stream_ = nullptr;  // the stream a confirmation is being sent on
     uint8_t confirm_buf_[kMaxPrefixBytes + wire::kMaxConfirmBody]{};

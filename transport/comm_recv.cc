@@ -132,6 +132,7 @@ void CommCore::onHeader(Stream& s) {
 
 void CommCore::attach(Stream& s) {
     const uint64_t seq = s.frame_seq;
+    const bool was_parked = s.phase == RecvPhase::kParked;
     s.pos = 0;
     s.run_to_buffer = false;
     if (!s.duplicate && state(seq).complete) {
@@ -156,6 +157,10 @@ void CommCore::attach(Stream& s) {
         }
         st.total = s.frame.total;
         st.total_known = true;
+        // The train starts now, unless the frame waited for its receive (bytes piled up).
+        st.train_first_ns = was_parked ? -1 : params_.clock->nowNs();
+        st.train_losses = counters_.stream_resets.load(std::memory_order_relaxed);
+        st.train_duplicates = counters_.duplicate_bytes.load(std::memory_order_relaxed);
         if (observer_ != nullptr) {
             observer_->arrived(seq, st.total, params_.clock->nowNs());
         }
@@ -353,6 +358,8 @@ void CommCore::maybeConfirm(Nanos now) {
     }
     wire::ConfirmBody body;
     body.posted = engine_seq_;
+    body.train_bytes = train_bytes_;
+    body.train_ns = static_cast<uint64_t>(train_ns_);
     confirm_sent_.clear();
     for (const wire::ConfirmEntry& e : final_confirms_) {
         if (body.count < wire::kMaxConfirmEntries) {
@@ -370,9 +377,11 @@ void CommCore::maybeConfirm(Nanos now) {
     }
     confirm_pending_ = false;
     confirm_bytes_ = 0;
-    if (body.count == 0 && engine_seq_ == confirmed_posted_) {
+    if (body.count == 0 && engine_seq_ == confirmed_posted_ && train_bytes_ == 0) {
         return;
     }
+    train_bytes_ = 0;
+    train_ns_ = 0;
     confirmed_posted_ = engine_seq_;
     const size_t pre = prefixBytes();
     const size_t len = wire::encodeConfirm(body, confirm_buf_ + pre);

@@ -347,6 +347,9 @@ void CommCore::onConfirmBody(Stream& s) {
     Status st =
         wire::decodeConfirm(std::span<const uint8_t>(s.scratch.get(), s.frame.length), &body);
     const Nanos now = params_.clock->nowNs();
+    if (st.isOk() && body.train_bytes > 0 && gate_ != nullptr) {
+        gate_->onPathSample(body.train_bytes, static_cast<Nanos>(body.train_ns), now);
+    }
     for (uint32_t i = 0; st.isOk() && i < body.count; ++i) {
         const wire::ConfirmEntry& e = body.entries[i];
         Stream* t = e.index < streams_.size() ? live(static_cast<int>(e.index)) : nullptr;

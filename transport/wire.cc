@@ -403,6 +403,8 @@ size_t encodeConfirm(const ConfirmBody& b, uint8_t* out) {
     w.put<uint64_t>(b.posted);
     w.put<uint32_t>(b.count);
     w.put<uint32_t>(0);
+    w.put<uint64_t>(b.train_bytes);
+    w.put<uint64_t>(b.train_ns);
     for (uint32_t i = 0; i < b.count; ++i) {
         w.put<uint32_t>(b.entries[i].index);
         w.put<uint32_t>(b.entries[i].epoch);
@@ -416,6 +418,8 @@ Status decodeConfirm(std::span<const uint8_t> body, ConfirmBody* out) {
     out->posted = r.get<uint64_t>();
     out->count = r.get<uint32_t>();
     const auto reserved = r.get<uint32_t>();
+    out->train_bytes = r.get<uint64_t>();
+    out->train_ns = r.get<uint64_t>();
     if (out->count > kMaxConfirmEntries ||
         body.size() != kConfirmFixedBytes + out->count * kConfirmEntryBytes) {
         return bad("confirmation", std::to_string(out->count) + " entries in a body of " +
@@ -423,6 +427,10 @@ Status decodeConfirm(std::span<const uint8_t> body, ConfirmBody* out) {
     }
     if (reserved != 0) {
         return bad("confirmation", "reserved field " + std::to_string(reserved));
+    }
+    if ((out->train_bytes == 0) != (out->train_ns == 0) || out->train_ns > kMaxTrainNs) {
+        return bad("confirmation", "train of " + std::to_string(out->train_bytes) + " bytes in " +
+                                       std::to_string(out->train_ns) + " ns");
     }
     std::array<uint8_t, kMaxStreams + 1> seen{};
     std::array<uint32_t, kMaxStreams + 1> first_epoch{};

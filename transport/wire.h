@@ -17,8 +17,9 @@
 namespace atlas::transport::wire {
 
 // 2: confirmations, stream rejoin (HelloAck carries the rejoin port), goodbye/abort, sealed
-// frames (ATLAS_ENCRYPT, negotiated in Hello/HelloAck).
-constexpr uint16_t kProtocolVersion = 2;
+// frames (ATLAS_ENCRYPT, negotiated in Hello/HelloAck). 3: confirmations carry the latest
+// message train (the path-rate sample).
+constexpr uint16_t kProtocolVersion = 3;
 constexpr uint32_t kHandleMagic = 0x31485441;  // "ATH1"
 constexpr uint32_t kHsMagic = 0x31535441;      // "ATS1": handshake messages
 constexpr uint32_t kFrameMagic = 0x31465441;   // "ATF1": data frames
@@ -195,22 +196,31 @@ struct ConfirmEntry {
     uint32_t epoch = 0;
     uint64_t frames = 0;
 };
-constexpr size_t kConfirmFixedBytes = 16;
+constexpr size_t kConfirmFixedBytes = 32;
+// Longest message train a confirmation reports (one hour): anything longer is not a sample.
+constexpr uint64_t kMaxTrainNs = 3600ull * 1000 * 1000 * 1000;
 constexpr size_t kConfirmEntryBytes = 16;
 // At most two incarnations per stream index: the live one and the last lost one.
 constexpr size_t kMaxConfirmEntries = 2 * (kMaxStreams + 1);
 constexpr size_t kMaxConfirmBody = kConfirmFixedBytes + kMaxConfirmEntries * kConfirmEntryBytes;
 
+// `train_bytes`/`train_ns` (both 0 = none): the latest message the receiver took whole while
+// waiting for it, `train_bytes` long, whose payload took `train_ns` from its first frame to
+// its last byte: the sample of the path's rate the sender's grant hold learns from
+// (scheduler/path_rate.h; docs/protocol.md "Confirmation").
 struct ConfirmBody {
     uint64_t posted = 0;
+    uint64_t train_bytes = 0;
+    uint64_t train_ns = 0;
     uint32_t count = 0;
     std::array<ConfirmEntry, kMaxConfirmEntries> entries{};
 };
 // Writes the body; returns its length (kConfirmFixedBytes + count * kConfirmEntryBytes).
 size_t encodeConfirm(const ConfirmBody& b, uint8_t* out);
 // `body` is exactly the frame's payload. Rejects a count that disagrees with the length,
-// reserved bits, stream indices beyond kMaxStreams, an {index, epoch} listed twice and more
-// than two incarnations of one index.
+// reserved bits, stream indices beyond kMaxStreams, an {index, epoch} listed twice, more
+// than two incarnations of one index, and a train with only one of its fields, or longer than
+// kMaxTrainNs.
 Status decodeConfirm(std::span<const uint8_t> body, ConfirmBody* out);
 
 }  // namespace atlas::transport::wire

@@ -31,6 +31,14 @@ class FlowGate {
     // The flow's queue drained or its slot ended: the link is given back. `bytes` were sent
     // under the grant (for accounting and the workload-aware policy's learning).
     virtual void release(uint64_t bytes, Nanos now_ns) = 0;
+    // The receiver reported a message train of this flow: `bytes` of payload that reached it
+    // over `dispersion_ns` (docs/protocol.md, "Confirmation"), a sample of the path's rate.
+    // Engine thread; must not block. Default: ignored.
+    virtual void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns) {
+        (void)bytes;
+        (void)dispersion_ns;
+        (void)now_ns;
+    }
 };
 
 }  // namespace atlas

@@ -49,7 +49,11 @@
     X(ATLAS_ENCRYPT, encrypt, Bool, false, 0, 0,                                                  \
       "Seal every frame with AES-256-GCM (needs ATLAS_AUTH_KEY/_FILE; both sides must agree)")   \
     X(ATLAS_LINK_GBPS, link_gbps, Double, 0.0, 0.0, 100000.0,                                     \
-      "Assumed path rate in Gbit/s for the automatic stream rule; 0 = the device speed (10 if below 1)")          \
+      "Known path rate in Gbit/s: the automatic stream rule's rate (0 = the device speed, 10 if "  \
+      "below 1) and the cap of the measured rate grants are held by (ATLAS_LINK_RATE)")           \
+    X(ATLAS_LINK_RATE, link_rate, String, "measured", 0, 0,                                       \
+      "Rate temporal grants are held by: measured (learned from message trains, capped by "       \
+      "ATLAS_LINK_GBPS) or fixed (ATLAS_LINK_GBPS as typed; 0 = no hold)")                        \
     X(ATLAS_FAULTS, faults, String, "", 0, 0,                                                     \
       "TEST ONLY: transport fault plan (reset/stall/drop/flip, docs/protocol.md); refused "       \
       "unless ATLAS_TEST_MODE=1")                                                                 \

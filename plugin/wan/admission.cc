@@ -98,6 +98,13 @@ Result<WanConfig> configFromParams(const Params& p) {
     if (p.link_gbps > 0) {
         c.link_bps = static_cast<uint64_t>(p.link_gbps * 1e9);
     }
+    if (p.link_rate == "measured") {
+        c.measure_rate = true;
+    } else if (p.link_rate == "fixed") {
+        c.measure_rate = false;
+    } else {
+        return bad("ATLAS_LINK_RATE='" + p.link_rate + "': expected measured or fixed");
+    }
     char host[256] = {};
     if (::gethostname(host, sizeof(host) - 1) == 0) {
         c.client_name = host;
@@ -123,10 +130,14 @@ std::shared_ptr<ArbiterClient> WanAdmission::arbiterClient() {
     return client_;
 }
 
-std::shared_ptr<const LinkRate> WanAdmission::rateForLocked(const std::string& link) {
+std::shared_ptr<LinkRate> WanAdmission::rateForLocked(const std::string& link) {
     auto& rate = rates_[link];
     if (!rate) {
-        rate = std::make_shared<FixedLinkRate>(config_.link_bps);
+        if (config_.measure_rate) {
+            rate = std::make_shared<MeasuredLinkRate>(config_.link_bps, link, logger_);
+        } else {
+            rate = std::make_shared<FixedLinkRate>(config_.link_bps);
+        }
     }
     return rate;
 }

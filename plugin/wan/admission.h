@@ -55,10 +55,14 @@ struct WanConfig {
     std::string client_name;  // host name, for the arbiter's logs
     // ATLAS_LINK_GBPS: gates hold a grant until its bytes could have crossed the link.
     uint64_t link_bps = 0;
+    // ATLAS_LINK_RATE=measured: the rate is learned per link (MeasuredLinkRate), link_bps
+    // caps it; fixed: link_bps as typed.
+    bool measure_rate = true;
 };
 
 // Parses ATLAS_DC_MAP, ATLAS_WAN_RTT_US, ATLAS_FLOW_CLASS, ATLAS_SHARING, ATLAS_ARBITER_CONNECT,
-// ATLAS_ARBITER_TIMEOUT_MS, ATLAS_SLOT_MS, ATLAS_LEASE_MS, ATLAS_MAX_WAIT_MS, ATLAS_NODE_SHM.
+// ATLAS_ARBITER_TIMEOUT_MS, ATLAS_SLOT_MS, ATLAS_LEASE_MS, ATLAS_MAX_WAIT_MS, ATLAS_NODE_SHM,
+// ATLAS_LINK_GBPS, ATLAS_LINK_RATE.
 // Errors are kInvalidUsage naming the variable (init fails, like any invalid ATLAS_* value).
 Result<WanConfig> configFromParams(const Params& params);
 
@@ -108,9 +112,9 @@ class WanAdmission {
     std::shared_ptr<ArbiterClient> arbiterClient();
 
   private:
-    // The rate the gates of `link` hold grants by (HoldingGate): ATLAS_LINK_GBPS today, one
-    // object per link so that a measured estimate (issue 17) can replace it per link.
-    std::shared_ptr<const LinkRate> rateForLocked(const std::string& link);
+    // The rate the gates of `link` hold grants by (HoldingGate): one object per link, shared
+    // by its gates, measured or fixed (link_rate.h).
+    std::shared_ptr<LinkRate> rateForLocked(const std::string& link);
 
     WanConfig config_;
     Logger logger_;
@@ -119,7 +123,7 @@ class WanAdmission {
     bool client_failed_ = false;
     std::map<std::string, std::shared_ptr<ShmArbiter>> shm_;
     std::map<std::string, bool> shm_failed_;
-    std::map<std::string, std::shared_ptr<const LinkRate>> rates_;
+    std::map<std::string, std::shared_ptr<LinkRate>> rates_;
     bool workload_note_ = false;
 };
 

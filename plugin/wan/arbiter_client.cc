@@ -445,7 +445,7 @@ void ArbiterClient::shutdown() {
 std::unique_ptr<FlowGate> ArbiterClient::makeGate(const std::string& link,
                                                   const arbiter::WireClass& cls,
                                                   std::function<void()> waker,
-                                                  std::shared_ptr<const LinkRate> rate) {
+                                                  std::shared_ptr<LinkRate> rate) {
     std::lock_guard<std::mutex> reg(impl_->reg_mu);
     const uint32_t flow = impl_->next_flow++;
     auto gate =

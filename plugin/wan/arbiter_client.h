@@ -82,7 +82,7 @@ class ArbiterClient {
     // hold/drain rule (HoldingGate; null or 0 = give a grant back as soon as the queue drains).
     std::unique_ptr<FlowGate> makeGate(const std::string& link, const arbiter::WireClass& cls,
                                        std::function<void()> waker,
-                                       std::shared_ptr<const LinkRate> rate = nullptr);
+                                       std::shared_ptr<LinkRate> rate = nullptr);
 
     Mode mode() const;
     Stats stats() const;

@@ -11,7 +11,7 @@ using Hold = sched::GrantHold;
 
 ClientGate::ClientGate(std::shared_ptr<ArbiterClient::Impl> c, uint32_t flow, std::string link,
                        const arbiter::WireClass& cls, std::function<void()> waker,
-                       std::shared_ptr<const LinkRate> rate)
+                       std::shared_ptr<LinkRate> rate)
     : HoldingGate(std::move(waker), std::move(rate)),
       c_(std::move(c)),
       flow_(flow),

@@ -22,7 +22,7 @@ class ClientGate final : public HoldingGate {
   public:
     ClientGate(std::shared_ptr<ArbiterClient::Impl> c, uint32_t flow, std::string link,
                const arbiter::WireClass& cls, std::function<void()> waker,
-               std::shared_ptr<const LinkRate> rate);
+               std::shared_ptr<LinkRate> rate);
     ~ClientGate() override;
 
     // ---- I/O thread, registry lock held.

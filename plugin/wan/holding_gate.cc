@@ -4,7 +4,7 @@ namespace atlas::plugin::wan {
 
 using Hold = sched::GrantHold;
 
-HoldingGate::HoldingGate(std::function<void()> waker, std::shared_ptr<const LinkRate> rate)
+HoldingGate::HoldingGate(std::function<void()> waker, std::shared_ptr<LinkRate> rate)
     : waker_(std::move(waker)), rate_(std::move(rate)) {}
 
 bool HoldingGate::acquire(uint64_t queued_bytes, Nanos now_ns) {

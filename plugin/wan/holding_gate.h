@@ -37,6 +37,12 @@ class HoldingGate : public FlowGate {
     bool acquire(uint64_t queued_bytes, Nanos now_ns) final;
     bool holds(Nanos now_ns) const final;
     void release(uint64_t bytes, Nanos now_ns) final;
+    // A receiver's message train: the link's rate learns from it (LinkRate::addSample).
+    void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns) final {
+        if (rate_) {
+            rate_->addSample(bytes, dispersion_ns, now_ns);
+        }
+    }
 
     // Timer thread: gives a drained grant back once its time came. Returns when the pending
     // drain ends (the timer's next deadline), kNever when none is pending.
@@ -46,7 +52,7 @@ class HoldingGate : public FlowGate {
     void failOpen();
 
   protected:
-    HoldingGate(std::function<void()> waker, std::shared_ptr<const LinkRate> rate);
+    HoldingGate(std::function<void()> waker, std::shared_ptr<LinkRate> rate);
 
     // ---- Hooks, all called with mu_ held.
     // False: send unarbitrated now (fail-open, fair arbiter, stopped backend).
@@ -77,7 +83,7 @@ class HoldingGate : public FlowGate {
     const std::function<void()> waker_;
 
   private:
-    std::shared_ptr<const LinkRate> rate_;
+    std::shared_ptr<LinkRate> rate_;
     // hold_.untilNs() for holds(): written under mu_ (release), read lock-free (acquire).
     std::atomic<Nanos> until_{0};
 };

@@ -414,7 +414,7 @@ Nanos ShmArbiter::runWatcher(Nanos now_ns) {
 
 Result<std::unique_ptr<FlowGate>> ShmArbiter::makeGate(const arbiter::WireClass& cls,
                                                        std::function<void()> waker,
-                                                       std::shared_ptr<const LinkRate> rate) {
+                                                       std::shared_ptr<LinkRate> rate) {
     Impl& a = *impl_;
     if (a.broken.load() || !a.lock()) {
         return Status(Code::kUnavailable, a.path + " is unusable");

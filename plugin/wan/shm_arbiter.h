@@ -96,7 +96,7 @@ class ShmArbiter {
     // as the queue drains).
     Result<std::unique_ptr<FlowGate>> makeGate(const arbiter::WireClass& cls,
                                                std::function<void()> waker,
-                                               std::shared_ptr<const LinkRate> rate = nullptr);
+                                               std::shared_ptr<LinkRate> rate = nullptr);
 
     // One round of the watcher's work at now_ns (heartbeat, drains, grants, lease ends,
     // liveness); returns when it wants to run again. The watcher thread calls it in a loop;

@@ -3,7 +3,7 @@
 namespace atlas::plugin::wan {
 
 ShmGate::ShmGate(std::shared_ptr<ShmArbiter::Impl> a, uint32_t index, std::function<void()> waker,
-                 std::shared_ptr<const LinkRate> rate)
+                 std::shared_ptr<LinkRate> rate)
     : HoldingGate(std::move(waker), std::move(rate)), a_(std::move(a)), index_(index) {}
 
 ShmGate::~ShmGate() {

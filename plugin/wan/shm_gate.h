@@ -20,7 +20,7 @@ namespace atlas::plugin::wan {
 class ShmGate final : public HoldingGate {
   public:
     ShmGate(std::shared_ptr<ShmArbiter::Impl> a, uint32_t index, std::function<void()> waker,
-            std::shared_ptr<const LinkRate> rate);
+            std::shared_ptr<LinkRate> rate);
     ~ShmGate() override;
 
     uint32_t index() const { return index_; }

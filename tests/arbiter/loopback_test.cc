@@ -182,6 +182,28 @@ TEST(ArbiterLoopback, DrainedFlowKeepsTheLinkUntilItsBytesCrossedIt) {
         << "one release reports the grant's bytes once: " << m;
 }
 
+TEST(MeasuredLinkRate, LearnsFromTrainsCappedByTheTypedRate) {
+    constexpr uint64_t kTrain = 4ull << 20;
+    const Nanos at1gbps = static_cast<Nanos>(kTrain * 8);  // ns for 4 MiB at 1 Gbit/s
+    auto feed = [&](MeasuredLinkRate& r) {
+        for (int i = 1; i <= 3; ++i) {
+            r.addSample(kTrain, at1gbps, i * 100 * kNsPerMs);
+        }
+    };
+    MeasuredLinkRate bare(0);  // no ATLAS_LINK_GBPS
+    EXPECT_EQ(bare.bitsPerSec(0), 0u) << "unknown until trains arrive: no hold on a guess";
+    feed(bare);
+    EXPECT_NEAR(static_cast<double>(bare.bitsPerSec(300 * kNsPerMs)), 1e9, 1e6);
+    MeasuredLinkRate typed(2'000'000'000);  // ATLAS_LINK_GBPS=2 stands in, then caps
+    EXPECT_EQ(typed.bitsPerSec(0), 2'000'000'000u);
+    feed(typed);
+    EXPECT_NEAR(static_cast<double>(typed.bitsPerSec(300 * kNsPerMs)), 1e9, 1e6);
+    MeasuredLinkRate capped(500'000'000);
+    feed(capped);
+    EXPECT_EQ(capped.bitsPerSec(300 * kNsPerMs), 500'000'000u);
+    EXPECT_NEAR(static_cast<double>(capped.measuredBps()), 1e9, 1e6);
+}
+
 TEST(ArbiterLoopback, SharedKeyAuthenticatesAndAWrongKeyFailsOpen) {
     auto cfg = serverConfig();
     cfg.auth_key = "secret-1";

@@ -103,7 +103,7 @@ class ShmWatcherTest : public ::testing::Test {
         arbiter_ = r.value();
         return *arbiter_;
     }
-    std::unique_ptr<FlowGate> gate(Waker& w, std::shared_ptr<const LinkRate> rate = nullptr) {
+    std::unique_ptr<FlowGate> gate(Waker& w, std::shared_ptr<LinkRate> rate = nullptr) {
         auto g = arbiter_->makeGate({0, 0, 0}, w.fn(), std::move(rate));
         EXPECT_TRUE(g.isOk()) << g.status().toString();
         return std::move(g.value());

@@ -144,11 +144,13 @@ TEST(WanConfigTest, RegistryValuesReachTheConfig) {
     EXPECT_EQ(c->slot_ns, 40 * kNsPerMs);
     EXPECT_EQ(c->dc_map.names().size(), 2u);
     EXPECT_EQ(c->shm_prefix, "test-x");
+    EXPECT_TRUE(c->measure_rate);  // ATLAS_LINK_RATE=measured by default
     ASSERT_TRUE(c->flow_class.has_value());
     EXPECT_EQ(c->flow_class->pipeline, 1);
 
     const std::vector<std::pair<std::string, std::string>> bad_values = {
         {"ATLAS_SHARING", "spatial"},
+        {"ATLAS_LINK_RATE", "guessed"},
         {"ATLAS_ARBITER_CONNECT", "nohostport"},
         {"ATLAS_ARBITER_CONNECT", "h:0"},
         {"ATLAS_NODE_SHM", "../x"},

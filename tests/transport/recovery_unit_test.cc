@@ -362,16 +362,34 @@ TEST(WireRecovery, ConfirmBodyRoundTripsAndRejectsMalformedOnes) {
     EXPECT_FALSE(wire::decodeConfirm({buf, n - 1}, &d).isOk());  // count vs length
     uint8_t dup[wire::kMaxConfirmBody];
     std::memcpy(dup, buf, n);
-    std::memcpy(dup + 16 + 16, dup + 16, 4);  // entry 1: index 0 again, another epoch: fine
+    constexpr size_t e0 = wire::kConfirmFixedBytes;  // entry 0
+    constexpr size_t e1 = e0 + wire::kConfirmEntryBytes;
+    std::memcpy(dup + e1, dup + e0, 4);  // entry 1: index 0 again, another epoch: fine
     EXPECT_TRUE(wire::decodeConfirm({dup, n}, &d).isOk());
-    std::memcpy(dup + 16 + 16, dup + 16, 8);  // index 0 epoch 0 twice
+    std::memcpy(dup + e1, dup + e0, 8);  // index 0 epoch 0 twice
     EXPECT_NE(wire::decodeConfirm({dup, n}, &d).message().find("twice"), std::string::npos);
     std::memcpy(dup, buf, n);
-    dup[16] = 65;  // index beyond kMaxStreams
+    dup[e0] = 65;  // index beyond kMaxStreams
     EXPECT_FALSE(wire::decodeConfirm({dup, n}, &d).isOk());
     std::memcpy(dup, buf, n);
     dup[12] = 1;  // reserved
     EXPECT_FALSE(wire::decodeConfirm({dup, n}, &d).isOk());
+    EXPECT_EQ(d.train_bytes, 0u);  // no train: both fields 0
+    // The train: both fields or neither, and no longer than an hour.
+    b.train_bytes = 5ull << 20;
+    b.train_ns = 21'000'000;
+    ASSERT_EQ(wire::encodeConfirm(b, buf), n);
+    ASSERT_TRUE(wire::decodeConfirm({buf, n}, &d).isOk());
+    EXPECT_EQ(d.train_bytes, 5ull << 20);
+    EXPECT_EQ(d.train_ns, 21'000'000u);
+    for (auto [bytes, ns] :
+         {std::pair<uint64_t, uint64_t>{1, 0}, {0, 1}, {1, wire::kMaxTrainNs + 1}}) {
+        b.train_bytes = bytes;
+        b.train_ns = ns;
+        wire::encodeConfirm(b, buf);
+        Status st = wire::decodeConfirm({buf, n}, &d);
+        EXPECT_NE(st.message().find("train"), std::string::npos) << bytes << " " << ns;
+    }
 }
 
 TEST(WireRecovery, ConfirmAndGoodbyeHeadersAreChecked) {

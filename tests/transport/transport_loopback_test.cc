@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 #include "tests/transport/loopback_util.h"
@@ -392,6 +393,11 @@ class TestGate final : public FlowGate {
         std::atomic<int> releases{0};
         std::atomic<uint64_t> released_bytes{0};
         std::atomic<Nanos> slot_end{std::numeric_limits<Nanos>::max()};
+        std::atomic<int> samples{0};  // message trains the receiver reported
+        std::atomic<uint64_t> sample_bytes{0};
+        std::atomic<Nanos> sample_ns{0};
+        std::mutex mu;
+        std::vector<uint64_t> sample_sizes;  // every train's bytes, in order (guarded by mu)
     };
     explicit TestGate(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
     bool acquire(uint64_t, Nanos) override {
@@ -402,6 +408,15 @@ class TestGate final : public FlowGate {
     void release(uint64_t bytes, Nanos) override {
         s_->releases.fetch_add(1);
         s_->released_bytes.fetch_add(bytes);
+    }
+    void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos) override {
+        {
+            std::lock_guard<std::mutex> lock(s_->mu);
+            s_->sample_sizes.push_back(bytes);
+        }
+        s_->sample_bytes.store(bytes);
+        s_->sample_ns.store(dispersion_ns);
+        s_->samples.fetch_add(1);
     }
 
   private:
@@ -443,6 +458,69 @@ TEST(LoopbackGate, StripedDataWaitsForTheGrantAndReleasesOnDrain) {
     }
     EXPECT_EQ(shared->releases.load(), 1);
     EXPECT_EQ(shared->released_bytes.load(), src.size());
+}
+
+TEST(LoopbackGate, TheReceiverReportsTrainsOfMessagesItWaitedFor) {
+    // The path-rate sample (docs/protocol.md "Confirmation"): a message of at least 1 MiB whose
+    // receive was posted before it arrived is reported to the sender's gate with its size and
+    // the time its payload took; one that waited for its receive (bytes piled up in the
+    // socket: the train is compressed) and one below 1 MiB are not.
+    auto t = Transport::create(testing::loopbackConfig());
+    ASSERT_TRUE(t.isOk());
+    Pair p;
+    ASSERT_TRUE(connectPair(**t, **t, &p).isOk());
+    auto shared = std::make_shared<TestGate::Shared>();
+    shared->grant_now.store(true);
+    p.send->setGate(std::make_unique<TestGate>(shared));
+    auto samplesAfter = [&](int want) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (shared->samples.load() < want && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return shared->samples.load();
+    };
+    std::vector<uint8_t> src(4 << 20), dst(4 << 20);
+    fillPattern(src, 8);
+    size_t n = 0;
+    Request *sr = nullptr, *rr = nullptr;
+    // Waited for: reported.
+    ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+    ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
+    ASSERT_TRUE(waitFor(sr, &n).isOk());
+    ASSERT_TRUE(waitFor(rr, &n).isOk());
+    ASSERT_EQ(samplesAfter(1), 1) << "no train reported for a message the receiver waited for";
+    EXPECT_EQ(shared->sample_bytes.load(), src.size());
+    EXPECT_GT(shared->sample_ns.load(), 0);
+    // Arrived before its receive was posted (3 MiB, to tell it apart): not a sample.
+    ASSERT_TRUE(p.send->isend(src.data(), 3 << 20, &sr).isOk());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+    ASSERT_TRUE(waitFor(sr, &n).isOk());
+    ASSERT_TRUE(waitFor(rr, &n).isOk());
+    // Below 1 MiB: not a sample either. Then one more waited-for message, so that the check
+    // below knows every confirmation of the two before it was read.
+    std::vector<uint8_t> small(512 << 10);
+    ASSERT_TRUE(p.recv->irecv(dst.data(), small.size(), &rr).isOk());
+    ASSERT_TRUE(p.send->isend(small.data(), small.size(), &sr).isOk());
+    ASSERT_TRUE(waitFor(sr, &n).isOk());
+    ASSERT_TRUE(waitFor(rr, &n).isOk());
+    ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+    ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
+    ASSERT_TRUE(waitFor(sr, &n).isOk());
+    ASSERT_TRUE(waitFor(rr, &n).isOk());
+    // The last message's train ends the list; anything else in it is a train that must not
+    // have been reported.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    auto lastIsTheFourth = [&] {
+        std::lock_guard<std::mutex> lock(shared->mu);
+        return shared->sample_sizes.size() >= 2 && shared->sample_sizes.back() == src.size();
+    };
+    while (!lastIsTheFourth() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::lock_guard<std::mutex> lock(shared->mu);
+    EXPECT_EQ(shared->sample_sizes, (std::vector<uint64_t>{src.size(), src.size()}))
+        << "the parked (3 MiB) or the small (512 KiB) message was reported as a train";
 }
 
 TEST(LoopbackGate, SlotEndStopsStripingUntilRegranted) {

@@ -1,0 +1,72 @@
+// PathRate: a WAN path's bottleneck rate, learned from the dispersion of the messages that
+// cross it (the packet-train method). One definition for the plugin (the receiver measures,
+// the sender's grant hold/drain rule uses it: docs/arbitration.md, "Measured link rate") and
+// for anything that replays recorded arrivals.
+//
+// The sample: a message of `bytes` whose first payload bytes reached the receiver at t0 and
+// whose last byte arrived at t1 crossed the bottleneck at bytes / (t1 - t0), provided the
+// sender had it all queued and the receiver was waiting for it (the caller's filter). A
+// message that shared the bottleneck with other traffic arrives spread out: its sample is its
+// share, below the rate. Nothing but reading delay can make a sample exceed the rate (the
+// receiver reading in bursts after a stall compresses the train), so the estimate is a high
+// quantile, not the maximum, of the recent samples:
+//
+//     estimate = the kQuantile-th of the samples of the last window_ns (at most kSamples)
+//
+// Bias: under fair sharing by k flows most samples are 1/k of the rate and the estimate sits
+// low; under temporal sharing (one flow owns the link per grant) samples are the rate. A low
+// estimate only lengthens a grant's hold (the link idles briefly, nothing overlaps), and each
+// exclusive transfer then raises the estimate. Before `min_samples` samples the rate is 0
+// (unknown): a grant goes back as soon as its bytes are in the kernel, today's rule, so the
+// first grants are never held on a guess. Old samples age out, so a rate change (1 -> 0.5
+// Gbit/s) is followed once most samples in the window come from the new rate.
+//
+// Pure: no clock, no lock, no I/O; times are the caller's monotonic ns.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "scheduler/types.h"
+
+namespace atlas::sched {
+
+struct PathRateConfig {
+    // Smallest message that gives a sample: shorter trains are dominated by per-read jitter.
+    uint64_t min_bytes = 1ull << 20;
+    // Shortest dispersion accepted (below it the clock's and the reader's granularity rule).
+    Nanos min_dispersion_ns = 200 * 1000;
+    // Samples older than this are forgotten.
+    Nanos window_ns = 3 * kNsPerSec;
+    // Samples needed before the estimate is published.
+    size_t min_samples = 3;
+};
+
+class PathRate {
+  public:
+    static constexpr size_t kSamples = 16;
+    // The estimate's quantile of the window's samples, in percent.
+    static constexpr unsigned kQuantilePct = 75;
+
+    explicit PathRate(PathRateConfig config = {}) : config_(config) {}
+
+    // One message of `bytes` arrived between first_ns and last_ns (receiver clock). False
+    // when it is too small or too fast to be a sample (not counted).
+    bool addMessage(uint64_t bytes, Nanos first_ns, Nanos last_ns);
+    // Bits per second at now_ns; 0 while fewer than min_samples samples are in the window.
+    uint64_t bitsPerSec(Nanos now_ns) const;
+    size_t samples(Nanos now_ns) const;
+
+  private:
+    struct Sample {
+        Nanos at_ns = 0;
+        uint64_t bps = 0;
+    };
+    PathRateConfig config_;
+    std::array<Sample, kSamples> ring_{};
+    size_t next_ = 0;
+    size_t count_ = 0;
+};
+
+}  // namespace atlas::sched
