@@ -315,6 +315,24 @@ TEST_P(RecoveryTest, CorruptFrameHeaderFailsTheCommOnBothSides) {
     std::vector<uint8_t> b(16);
     Status rs = p_.recv->irecv(b.data(), b.size(), &r);
     EXPECT_NE(rs.message().find("malformed frame"), std::string::npos) << rs.toString();
+    // The sender learns it from the receiver's abort frame, not by failing to rejoin a comm
+    // that is gone.
+    Status ss = Status::ok();
+    const auto deadline = std::chrono::steady_clock::now() + 10000ms;
+    while (ss.isOk() && std::chrono::steady_clock::now() < deadline) {
+        Request* sr = nullptr;
+        ss = p_.send->isend(b.data(), b.size(), &sr);
+        if (ss.isOk() && sr != nullptr) {
+            size_t n = 0;
+            ss = testing::waitFor(sr, &n, 1000ms);
+            if (ss.code() == Code::kTimeout) {
+                ss = Status::ok();  // not failed yet: the receiver posts nothing more
+            }
+        }
+        std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_EQ(ss.code(), Code::kRemote) << ss.toString();
+    EXPECT_NE(ss.message().find("failed the connection"), std::string::npos) << ss.toString();
 }
 
 TEST_P(RecoveryTest, AuthenticatedRejoin) {
