@@ -178,7 +178,12 @@ TEST_P(RecoveryTest, ResetDataStreamIsResentAndRejoined) {
     EXPECT_GE(get(rc().stream_resets), 1u);  // the reset reached the receiver as a loss
     EXPECT_EQ(get(rc().rejoins), 1u);
     EXPECT_GT(get(sc().confirms), 0u);
+    EXPECT_GT(get(rc().confirms), 0u);  // sent by the receiver, applied by the sender
     EXPECT_LE(get(sc().store_peak_bytes), 64ull << 20);
+    EXPECT_GE(get(sc().payload_bytes), 40ull << 20);  // resends included
+    EXPECT_GT(get(sc().confirm_lag_max_ns), 0u);
+    EXPECT_GT(get(sc().confirm_lag_last_ns), 0u);
+    EXPECT_LE(get(sc().confirm_lag_last_ns), get(sc().confirm_lag_max_ns));
 }
 
 TEST_P(RecoveryTest, ResetControlStreamCarriesInlineMessagesElsewhere) {
@@ -207,6 +212,7 @@ TEST_P(RecoveryTest, ResentBytesAreWrittenOnceAndDuplicatesDropped) {
     Status st = transfer(p_, 30, 2 << 20, 5);
     ASSERT_TRUE(st.isOk()) << st.toString();
     EXPECT_GT(get(sc().resent_bytes), 0u);
+    EXPECT_GT(get(sc().resent_frames), 0u);
     // Every resent byte either filled a gap or was dropped; never more dropped than resent.
     EXPECT_LE(get(rc().duplicate_bytes), get(sc().resent_bytes));
 }
@@ -378,6 +384,8 @@ TEST_P(RecoveryTest, FullStoreHoldsSendsIncompleteUntilConfirmed) {
     EXPECT_LT(done, kCount) << "every send completed: nothing bounds the store";
     EXPECT_GE(done, 1) << "the store took nothing";
     EXPECT_LE(get(sc().store_peak_bytes), kStore);
+    EXPECT_GT(get(sc().store_peak_bytes), 0u);
+    EXPECT_GT(get(sc().store_bytes), 0u) << "completed sends are unconfirmed: the store holds them";
     EXPECT_GT(get(sc().store_full_waits), 0u);
     // Now the receiver drains everything, byte-exact.
     std::vector<uint8_t> dst(kSize);
@@ -394,6 +402,12 @@ TEST_P(RecoveryTest, FullStoreHoldsSendsIncompleteUntilConfirmed) {
         size_t n = 0;
         ASSERT_TRUE(testing::waitFor(s[i], &n).isOk());
     }
+    // Everything is confirmed in the end: the store empties.
+    const auto deadline = std::chrono::steady_clock::now() + 10000ms;
+    while (get(sc().store_bytes) > 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_EQ(get(sc().store_bytes), 0u);
 }
 
 // ---------------------------------------------------------------- sealed (ATLAS_ENCRYPT)
