@@ -254,6 +254,26 @@ TEST_P(RecoveryTest, DuplicatesOfDeliveredFramesAreDroppedNotWritten) {
     EXPECT_EQ(get(rc().payload_bytes), (64u << 20) + 300u * 600u);  // written exactly once
 }
 
+TEST_P(RecoveryTest, ResentFramesOfCompletedMessagesAreDroppedBySequence) {
+    // Inline messages only, confirmations once a second: when the receiver resets the control
+    // stream in the middle of the 11th message, the ten before it are complete (their buffers
+    // reused) but unconfirmed, so the sender resends them. They must be recognised by their
+    // sequence number (duplicate frames), never written again.
+    ConfirmCadence slow;
+    slow.delay_ns = kNsPerSec;
+    slow.bytes = ~0ull;
+    Setup o;
+    o.recv_plan = "reset:stream=0,after=6K,side=recv";
+    o.recv_cadence = slow;
+    start(o);
+    Status st = transfer(p_, 300, 600, 14);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    EXPECT_EQ(get(rc().stream_resets), 1u);
+    EXPECT_GT(get(sc().resent_frames), 0u);
+    EXPECT_GT(get(rc().duplicate_frames), 0u);
+    EXPECT_EQ(get(rc().payload_bytes), 300u * 600u);  // written exactly once
+}
+
 TEST_P(RecoveryTest, EveryStreamDroppedForAWhileResumesAfterTheOutage) {
     start("drop:after=4M,ms=700");
     const auto t0 = std::chrono::steady_clock::now();
