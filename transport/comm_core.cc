@@ -207,14 +207,18 @@ bool CommCore::sendGoodbye(wire::FrameType type) {
     // one frame must never interleave with another's), so that each such stream shows the
     // goodbye before its end and the peer never mistakes the end for a lost stream. Most
     // comms close idle.
-    uint8_t frame[wire::kFrameHeaderBytes];
-    wire::encodeFrame({type, 0, 0, 0, 0}, frame);
+    // Sealed (ATLAS_ENCRYPT) like every frame: a goodbye in clear fails the peer's tag check,
+    // and the peer then learns of the close only from the outage bound.
+    uint8_t frame[kMaxPrefixBytes];
     bool any = false;
     for (auto& s : streams_) {
         if (s != nullptr && !s->send_op.in_flight) {
-            const ssize_t n =
-                ::send(s->fd.get(), frame, sizeof(frame), MSG_NOSIGNAL | MSG_DONTWAIT);
-            any = any || n == static_cast<ssize_t>(sizeof(frame));
+            const size_t len = sealControl(*s, type, frame);
+            if (len == 0) {
+                continue;  // the stream's sealer failed: its end will read as a loss
+            }
+            const ssize_t n = ::send(s->fd.get(), frame, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            any = any || n == static_cast<ssize_t>(len);
         }
     }
     return any;

@@ -471,6 +471,28 @@ TEST_P(RecoveryTest, SealedPayloadAlteredOnTheWayFailsAndIsNeverDelivered) {
     EXPECT_LT(get(rc().payload_bytes), 20u << 20);
 }
 
+TEST_P(RecoveryTest, SealedGoodbyeEndsAPendingReceiveAtOnce) {
+    // The sender's goodbye is sealed like every frame: the receiver authenticates it and fails
+    // its pending receive naming the close, at once. (Sent in clear, it failed the tag check,
+    // every end of stream looked like a lost stream, and the receive waited out the 5 s
+    // outage bound.)
+    Setup o;
+    o.key = "s3al";
+    o.encrypt = true;
+    start(o);
+    ASSERT_TRUE(transfer(p_, 2, 1 << 20, 41, 10000ms).isOk());
+    std::vector<uint8_t> dst(1 << 20);
+    Request* rr = nullptr;
+    ASSERT_TRUE(p_.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+    ASSERT_TRUE(p_.send->close().isOk());
+    p_.send.reset();
+    size_t n = 0;
+    Status st = testing::waitFor(rr, &n, 4000ms);
+    EXPECT_EQ(st.code(), Code::kRemote) << st.toString();
+    EXPECT_NE(st.message().find("closed the connection with"), std::string::npos) << st.toString();
+    EXPECT_EQ(get(rc().seal_failures), 0u);
+}
+
 TEST_P(RecoveryTest, SealedHeaderAlteredOnTheWayFails) {
     Setup o;
     o.key = "s3al";
