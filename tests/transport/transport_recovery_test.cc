@@ -3,7 +3,12 @@
 // side, a stalled stream, every stream dropped for a while (a link flap), an outage past the
 // bound, a corrupted frame header, the retransmit store's back-pressure, and authenticated
 // rejoins. Every transfer is checked byte for byte; the recovery counters say what happened.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -13,6 +18,7 @@
 #include "tests/transport/loopback_util.h"
 #include "transport/faults.h"
 #include "transport/net.h"
+#include "transport/wire.h"
 
 namespace atlas::transport {
 namespace {
@@ -70,6 +76,7 @@ class RecoveryTest : public ::testing::TestWithParam<IoBackend> {
         receiver_ = std::move(r.value());
         Status st = connectPair(*sender_, *receiver_, &p_);
         ASSERT_TRUE(st.isOk()) << st.toString();
+        rejoin_port_ = p_.listen->rejoinPort();
         p_.listen.reset();  // as NCCL does right after accept: rejoins must not need it
     }
     void TearDown() override {
@@ -166,6 +173,7 @@ class RecoveryTest : public ::testing::TestWithParam<IoBackend> {
 
     std::vector<std::vector<std::vector<uint8_t>>> bufs_;  // outlive the comms (declared first)
     std::unique_ptr<Transport> sender_, receiver_;
+    uint16_t rejoin_port_ = 0;  // the receiving process's rejoin listener
     Pair p_;
 };
 
@@ -491,6 +499,62 @@ TEST_P(RecoveryTest, SealedGoodbyeEndsAPendingReceiveAtOnce) {
     EXPECT_EQ(st.code(), Code::kRemote) << st.toString();
     EXPECT_NE(st.message().find("closed the connection with"), std::string::npos) << st.toString();
     EXPECT_EQ(get(rc().seal_failures), 0u);
+}
+
+TEST_P(RecoveryTest, ARejoinWithoutTheKeyIsRefusedAndTheCommGoesOn) {
+    // A stranger who saw the session id on the wire asks the rejoin listener to take over
+    // stream 1 and proves it with a MAC it could not have computed (no key): the listener
+    // answers the hello, then drops the connection at the proof; the comm keeps its streams.
+    Setup o;
+    o.key = "rej0in";
+    start(o);
+    ASSERT_TRUE(transfer(p_, 4, 1 << 20, 51, 10000ms).isOk());
+    ASSERT_NE(rejoin_port_, 0);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(rejoin_port_);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << errno;
+    auto readSome = [fd](uint8_t* buf, size_t want) -> ssize_t {  // bounded: 5 s
+        size_t got = 0;
+        while (got < want) {
+            pollfd p{fd, POLLIN, 0};
+            if (::poll(&p, 1, 5000) != 1) {
+                return -2;  // nothing within 5 s: the listener kept the connection
+            }
+            const ssize_t n = ::read(fd, buf + got, want - got);
+            if (n <= 0) {
+                return n < 0 ? -1 : static_cast<ssize_t>(got);
+            }
+            got += static_cast<size_t>(n);
+        }
+        return static_cast<ssize_t>(got);
+    };
+    wire::RejoinHello hello;
+    hello.session_id = p_.send->info().session_id;
+    hello.index = 1;
+    hello.epoch = 1000;
+    hello.client_nonce.fill(0x42);
+    uint8_t buf[wire::kHsMaxMessage];
+    size_t len = wire::encode(hello, buf);
+    ASSERT_EQ(::write(fd, buf, len), static_cast<ssize_t>(len));
+    ASSERT_EQ(readSome(buf, wire::kRejoinAckBytes), static_cast<ssize_t>(wire::kRejoinAckBytes));
+    wire::RejoinAck ack;
+    ASSERT_TRUE(wire::decode({buf + wire::kHsHeaderBytes, 52}, &ack).isOk());
+    ASSERT_EQ(ack.status, static_cast<uint32_t>(wire::RejoinStatus::kOk));
+    wire::RejoinProof proof;
+    proof.client_mac.fill(0xA5);
+    len = wire::encode(proof, buf);
+    ASSERT_EQ(::write(fd, buf, len), static_cast<ssize_t>(len));
+    const ssize_t after = readSome(buf, 1);
+    ::close(fd);
+    EXPECT_TRUE(after == 0 || after == -1)
+        << "the listener did not drop a rejoin that failed authentication (" << after << ")";
+    EXPECT_EQ(get(rc().rejoins), 0u);
+    EXPECT_EQ(get(sc().stream_resets), 0u);
+    ASSERT_TRUE(transfer(p_, 4, 1 << 20, 52, 10000ms).isOk());
 }
 
 TEST_P(RecoveryTest, SealedHeaderAlteredOnTheWayFails) {
