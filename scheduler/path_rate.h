@@ -57,6 +57,7 @@ class PathRate {
     // Bits per second at now_ns; 0 while fewer than min_samples samples are in the window.
     uint64_t bitsPerSec(Nanos now_ns) const;
     size_t samples(Nanos now_ns) const;
+    const PathRateConfig& config() const { return config_; }
 
   private:
     struct Sample {

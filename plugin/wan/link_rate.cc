@@ -24,7 +24,7 @@ void MeasuredLinkRate::addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_
     if (moved && now_ns - logged_at_ >= kNsPerSec) {
         ATLAS_LOG_INFO(log_, "link %s: measured rate %.3f Gbit/s (%zu trains in %.1f s; last %.3f)",
                        link_.c_str(), static_cast<double>(bps) / 1e9, path_.samples(now_ns),
-                       static_cast<double>(sched::PathRateConfig{}.window_ns) / kNsPerSec,
+                       static_cast<double>(path_.config().window_ns) / kNsPerSec,
                        static_cast<double>(bytes) * 8 / static_cast<double>(dispersion_ns));
         logged_bps_ = bps;
         logged_at_ = now_ns;
