@@ -9,6 +9,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "tests/transport/loopback_util.h"
 #include "transport/net.h"
@@ -396,11 +397,13 @@ class TestGate final : public FlowGate {
         std::atomic<int> releases{0};
         std::atomic<uint64_t> released_bytes{0};
         std::atomic<Nanos> slot_end{std::numeric_limits<Nanos>::max()};
-        std::atomic<int> samples{0};  // message trains the receiver reported
-        std::atomic<uint64_t> sample_bytes{0};
-        std::atomic<Nanos> sample_ns{0};
         std::mutex mu;
-        std::vector<uint64_t> sample_sizes;  // every train's bytes, in order (guarded by mu)
+        // Every message train the receiver reported, {bytes, ns}, in order (guarded by mu).
+        std::vector<std::pair<uint64_t, Nanos>> trains;
+        std::vector<std::pair<uint64_t, Nanos>> trainsNow() {
+            std::lock_guard<std::mutex> lock(mu);
+            return trains;
+        }
     };
     explicit TestGate(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
     bool acquire(uint64_t, Nanos) override {
@@ -413,13 +416,8 @@ class TestGate final : public FlowGate {
         s_->released_bytes.fetch_add(bytes);
     }
     void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos) override {
-        {
-            std::lock_guard<std::mutex> lock(s_->mu);
-            s_->sample_sizes.push_back(bytes);
-        }
-        s_->sample_bytes.store(bytes);
-        s_->sample_ns.store(dispersion_ns);
-        s_->samples.fetch_add(1);
+        std::lock_guard<std::mutex> lock(s_->mu);
+        s_->trains.emplace_back(bytes, dispersion_ns);
     }
 
   private:
@@ -475,12 +473,15 @@ TEST(LoopbackGate, TheReceiverReportsTrainsOfMessagesItWaitedFor) {
     auto shared = std::make_shared<TestGate::Shared>();
     shared->grant_now.store(true);
     p.send->setGate(std::make_unique<TestGate>(shared));
-    auto samplesAfter = [&](int want) {
+    // Waits (5 s at most) until the reported trains satisfy `pred`; returns them.
+    auto trainsOnce = [&](const auto& pred) {
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (shared->samples.load() < want && std::chrono::steady_clock::now() < until) {
+        auto seen = shared->trainsNow();
+        while (!pred(seen) && std::chrono::steady_clock::now() < until) {
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            seen = shared->trainsNow();
         }
-        return shared->samples.load();
+        return seen;
     };
     std::vector<uint8_t> src(4 << 20), dst(4 << 20);
     fillPattern(src, 8);
@@ -491,9 +492,10 @@ TEST(LoopbackGate, TheReceiverReportsTrainsOfMessagesItWaitedFor) {
     ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
     ASSERT_TRUE(waitFor(sr, &n).isOk());
     ASSERT_TRUE(waitFor(rr, &n).isOk());
-    ASSERT_EQ(samplesAfter(1), 1) << "no train reported for a message the receiver waited for";
-    EXPECT_EQ(shared->sample_bytes.load(), src.size());
-    EXPECT_GT(shared->sample_ns.load(), 0);
+    auto first = trainsOnce([](const auto& tr) { return !tr.empty(); });
+    ASSERT_EQ(first.size(), 1u) << "no train reported for a message the receiver waited for";
+    EXPECT_EQ(first[0].first, src.size());
+    EXPECT_GT(first[0].second, 0);
     // Arrived before its receive was posted (3 MiB, to tell it apart): not a sample.
     ASSERT_TRUE(p.send->isend(src.data(), 3 << 20, &sr).isOk());
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -513,16 +515,13 @@ TEST(LoopbackGate, TheReceiverReportsTrainsOfMessagesItWaitedFor) {
     ASSERT_TRUE(waitFor(rr, &n).isOk());
     // The last message's train ends the list; anything else in it is a train that must not
     // have been reported.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    auto lastIsTheFourth = [&] {
-        std::lock_guard<std::mutex> lock(shared->mu);
-        return shared->sample_sizes.size() >= 2 && shared->sample_sizes.back() == src.size();
-    };
-    while (!lastIsTheFourth() && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto all =
+        trainsOnce([&](const auto& tr) { return tr.size() >= 2 && tr.back().first == src.size(); });
+    std::vector<uint64_t> sizes;
+    for (const auto& [bytes, ns] : all) {
+        sizes.push_back(bytes);
     }
-    std::lock_guard<std::mutex> lock(shared->mu);
-    EXPECT_EQ(shared->sample_sizes, (std::vector<uint64_t>{src.size(), src.size()}))
+    EXPECT_EQ(sizes, (std::vector<uint64_t>{src.size(), src.size()}))
         << "the parked (3 MiB) or the small (512 KiB) message was reported as a train";
 }
 
