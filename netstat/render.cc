@@ -75,10 +75,11 @@ std::string renderTable(const std::vector<ProcessView>& processes, Nanos now_ns)
         os << "no Atlas process on this node (no stats segment found)\n";
     }
     for (const ProcessView& p : processes) {
+        // start_mono_ns comes from a segment another process wrote: compare unsigned, so a
+        // start beyond INT64_MAX reads as "not started yet" instead of overflowing.
+        const auto now_u = static_cast<uint64_t>(now_ns > 0 ? now_ns : 0);
         const double up =
-            now_ns > static_cast<Nanos>(p.start_mono_ns)
-                ? static_cast<double>(now_ns - static_cast<Nanos>(p.start_mono_ns)) / 1e9
-                : 0.0;
+            now_u > p.start_mono_ns ? static_cast<double>(now_u - p.start_mono_ns) / 1e9 : 0.0;
         os << fmt("pid %" PRId64 " (%s) on %s, up %.1f s, %zu comm(s)", p.pid, p.process.c_str(),
                   p.host.c_str(), up, p.comms.size());
         if (p.auth_failures > 0) {
