@@ -17,30 +17,39 @@ bool PathRate::addMessage(uint64_t bytes, Nanos first_ns, Nanos last_ns) {
     return true;
 }
 
-size_t PathRate::samples(Nanos now_ns) const {
+size_t PathRate::live(Nanos now_ns, std::array<uint64_t, kSamples>* bps) const {
+    // Newest first: ring_[next_ - 1], ring_[next_ - 2], ... (count_ of them).
     size_t n = 0;
-    for (size_t i = 0; i < count_; ++i) {
-        n += now_ns - ring_[i].at_ns <= config_.window_ns ? 1 : 0;
+    for (size_t k = 1; k <= count_; ++k) {
+        const Sample& s = ring_[(next_ + kSamples - k) % kSamples];
+        const Nanos age = now_ns - s.at_ns;
+        if (age <= config_.window_ns || (n < config_.min_samples && age <= config_.max_age_ns)) {
+            if (bps != nullptr) {
+                (*bps)[n] = s.bps;
+            }
+            ++n;
+        }
     }
     return n;
 }
 
+size_t PathRate::samples(Nanos now_ns) const {
+    return live(now_ns, nullptr);
+}
+
 uint64_t PathRate::bitsPerSec(Nanos now_ns) const {
-    std::array<uint64_t, kSamples> live{};
-    size_t n = 0;
-    for (size_t i = 0; i < count_; ++i) {
-        if (now_ns - ring_[i].at_ns <= config_.window_ns) {
-            live[n++] = ring_[i].bps;
-        }
-    }
+    std::array<uint64_t, kSamples> sorted{};
+    const size_t n = live(now_ns, &sorted);
     if (n == 0 || n < config_.min_samples) {
         return 0;
     }
-    std::sort(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(n));
-    // Nearest rank of the quantile: with 16 samples the 12th, with 3 the 3rd... of the
-    // ascending order (index ceil(q * n) - 1).
-    const size_t rank = (kQuantilePct * n + 99) / 100;
-    return live[std::max<size_t>(rank, 1) - 1];
+    std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(n));
+    // The rank of the quantile, rounded down: with 16 samples the 12th of the ascending order,
+    // with 4 the 3rd, with 3 the 2nd (the median: rounded up, the quantile of the few samples
+    // of a sparse window was their maximum, and one train read in a burst set the estimate;
+    // measured, 1.24 on a 1 Gbit/s link).
+    const size_t rank = kQuantilePct * n / 100;
+    return sorted[std::max<size_t>(rank, 1) - 1];
 }
 
 }  // namespace atlas::sched

@@ -11,7 +11,8 @@
 // receiver reading in bursts after a stall compresses the train), so the estimate is a high
 // quantile, not the maximum, of the recent samples:
 //
-//     estimate = the kQuantile-th of the samples of the last window_ns (at most kSamples)
+//     estimate = the kQuantile-th of the samples of the last window_ns (at most kSamples;
+//                the newest min_samples within max_age_ns when the window has fewer)
 //
 // Bias: under fair sharing by k flows most samples are 1/k of the rate and the estimate sits
 // low; under temporal sharing (one flow owns the link per grant) samples are the rate. A low
@@ -37,10 +38,15 @@ struct PathRateConfig {
     uint64_t min_bytes = 1ull << 20;
     // Shortest dispersion accepted (below it the clock's and the reader's granularity rule).
     Nanos min_dispersion_ns = 200 * 1000;
-    // Samples older than this are forgotten.
+    // Samples older than this are forgotten...
     Nanos window_ns = 3 * kNsPerSec;
     // Samples needed before the estimate is published.
     size_t min_samples = 3;
+    // ...unless fewer than min_samples are that young: then the newest min_samples count as
+    // long as they are younger than this. Large messages on a slow link give a sample a
+    // second or less often (4 x 64 MiB in flight at 0.5 Gbit/s: one per 1.1 s), and a
+    // strict window flickered between the rate and "unknown" there (measured).
+    Nanos max_age_ns = 10 * kNsPerSec;
 };
 
 class PathRate {
@@ -54,7 +60,7 @@ class PathRate {
     // One message of `bytes` arrived between first_ns and last_ns (receiver clock). False
     // when it is too small or too fast to be a sample (not counted).
     bool addMessage(uint64_t bytes, Nanos first_ns, Nanos last_ns);
-    // Bits per second at now_ns; 0 while fewer than min_samples samples are in the window.
+    // Bits per second at now_ns; 0 while fewer than min_samples samples are live.
     uint64_t bitsPerSec(Nanos now_ns) const;
     size_t samples(Nanos now_ns) const;
     const PathRateConfig& config() const { return config_; }
@@ -64,6 +70,9 @@ class PathRate {
         Nanos at_ns = 0;
         uint64_t bps = 0;
     };
+    // The live samples' rates (when bps is not null) and their count.
+    size_t live(Nanos now_ns, std::array<uint64_t, kSamples>* bps) const;
+
     PathRateConfig config_;
     std::array<Sample, kSamples> ring_{};
     size_t next_ = 0;

@@ -233,11 +233,15 @@ class CommCore final {
         bool store_wait = false;  // send: counted once in store_full_waits
         ReceivedRanges ranges;    // recv: bytes written into the posted buffer
         // recv, the message train (docs/protocol.md "Confirmation"): when its first frame
-        // was read (-1: read from a parked stream, no sample), and the loss and duplicate
-        // counts then (a resend during the message spoils the sample).
+        // was read (-1: read from a parked stream, no sample), the comm's received bytes
+        // then (the train counts every byte the comm received meanwhile, other messages'
+        // too), and the loss, duplicate and unpark counts then (a resend, or a parked
+        // stream's backlog read during the message, spoils the sample).
         Nanos train_first_ns = -1;
+        uint64_t train_received = 0;
         uint64_t train_losses = 0;
         uint64_t train_duplicates = 0;
+        uint64_t train_unparks = 0;
     };
 
     bool isSend() const { return params_.role == CommParams::Role::kSend; }
@@ -349,6 +353,9 @@ class CommCore final {
     bool confirm_pending_ = false;
     Nanos confirm_first_ = 0;
     uint64_t confirm_bytes_ = 0;
+    uint64_t unparks_ = 0;         // recv: frames attached from a parked stream (a backlog burst)
+    Nanos last_complete_ns_ = -1;  // recv: when the latest message completed
+    uint64_t last_complete_bytes_ = 0;  // recv: payload_bytes then
     uint64_t train_bytes_ = 0;  // recv: the latest train for the next confirmation (0: none)
     Nanos train_ns_ = 0;
     uint64_t confirmed_posted_ = 0;

@@ -133,6 +133,9 @@ void CommCore::onHeader(Stream& s) {
 void CommCore::attach(Stream& s) {
     const uint64_t seq = s.frame_seq;
     const bool was_parked = s.phase == RecvPhase::kParked;
+    if (was_parked) {
+        ++unparks_;
+    }
     s.pos = 0;
     s.run_to_buffer = false;
     if (!s.duplicate && state(seq).complete) {
@@ -159,6 +162,8 @@ void CommCore::attach(Stream& s) {
         st.total_known = true;
         // The train starts now, unless the frame waited for its receive (bytes piled up).
         st.train_first_ns = was_parked ? -1 : params_.clock->nowNs();
+        st.train_received = counters_.payload_bytes.load(std::memory_order_relaxed);
+        st.train_unparks = unparks_;
         st.train_losses = counters_.stream_resets.load(std::memory_order_relaxed);
         st.train_duplicates = counters_.duplicate_bytes.load(std::memory_order_relaxed);
         if (observer_ != nullptr) {

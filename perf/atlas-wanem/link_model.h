@@ -33,6 +33,9 @@ class LinkModel {
     explicit LinkModel(const LinkParams& params) : params_(params) {}
 
     const LinkParams& params() const { return params_; }
+    // A new bottleneck rate from now on (0: no cap). Bytes already admitted keep their
+    // departure times; the buffer keeps its size in bytes.
+    void setRate(double rate_bps) { params_.rate_bps = rate_bps; }
 
     // Offers one wire segment arriving at `now_ns`. Returns the time its last bit leaves the
     // bottleneck (fractional ns), or nullopt when the drop-tail buffer is full.

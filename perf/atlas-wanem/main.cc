@@ -92,7 +92,12 @@ int main(int argc, char** argv) {
     std::array<std::unique_ptr<DirectionPipeline>, 2> pipes;
     for (int d = 0; d < 2; ++d) {
         // Different seeds per direction so loss patterns are independent.
-        auto p = DirectionPipeline::create(pipelineConfig(opt, d, seed + static_cast<uint64_t>(d)));
+        PipelineConfig cfg = pipelineConfig(opt, d, seed + static_cast<uint64_t>(d));
+        if (opt.rate_step_s) {
+            cfg.rate_step_at_ns =
+                monotonicNowNs() + static_cast<Nanos>(std::llround(*opt.rate_step_s * 1e9));
+        }
+        auto p = DirectionPipeline::create(std::move(cfg));
         if (!p) {
             return fail(std::string(kDirName[d]) + ": " + p.status().message());
         }

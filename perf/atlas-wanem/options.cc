@@ -117,6 +117,12 @@ struct NsName : String {
       "BDP), at least 5 ms and 4 full-size segments.")                                            \
     X("--buf-kb", Optional<PerDirNumber>, buf_kb, 2, 4194304, "KB[:KB]",                          \
       "Drop-tail bottleneck buffer in KiB (instead of --buf-ms).")                                \
+    X("--rate-step-s", Optional<Double>, rate_step_s, 0.001, 86400, "S",                          \
+      "Change the rate mid-run: S seconds after start every path's rate becomes "                 \
+      "--rate-step-mbit. The buffer keeps its size in bytes; bytes already queued keep their "    \
+      "departure times.")                                                                         \
+    X("--rate-step-mbit", Optional<PerDirRate>, rate_step_mbit, kMinRateMbit, kMaxRateMbit,       \
+      "R[:R]", "The rate after --rate-step-s (both or neither).")                                 \
     X("--loss", PerDirNumber, loss, 0, 1, "P[:P]",                                                \
       "Bernoulli loss probability per TCP segment (GSO packets are cut in userspace).")           \
     X("--paths", Uint, paths, 1, kMaxPaths, "K",                                                  \
@@ -170,6 +176,10 @@ Status validate(const Options& o) {
         return {Code::kInvalidArgument,
                 "--ns-a and --ns-b name the same namespace; traffic between two addresses of "
                 "one namespace never crosses the emulated link"};
+    }
+    if (o.rate_step_s.has_value() != o.rate_step_mbit.has_value()) {
+        return {Code::kInvalidArgument,
+                "--rate-step-s and --rate-step-mbit go together: when, and the rate from then on"};
     }
     if (o.buf_ms && o.buf_kb) {
         return {Code::kInvalidArgument, "--buf-ms and --buf-kb are mutually exclusive"};
@@ -293,6 +303,9 @@ PipelineConfig pipelineConfig(const Options& o, int dir, uint64_t rng_seed) {
     c.l2_overhead_bytes = o.l2_overhead;
     c.hash_seed = o.hash_seed;
     c.rng_seed = rng_seed;
+    if (o.rate_step_mbit) {
+        c.rate_step_bps = (*o.rate_step_mbit)[dir] * 1e6;  // rate_step_at_ns: set by the caller
+    }
     return c;
 }
 

@@ -39,6 +39,9 @@ struct Options {
     PerDir<double> loss{0, 0};
     std::optional<PerDir<double>> buf_ms;
     std::optional<PerDir<double>> buf_kb;
+    // A mid-run rate change: rate_step_s after start every path's rate becomes rate_step_mbit.
+    std::optional<double> rate_step_s;
+    std::optional<PerDir<double>> rate_step_mbit;
 
     uint32_t paths = 1;
     std::vector<PerDir<double>> path_rate_mbit;  // empty: every path uses rate_mbit

@@ -13,7 +13,9 @@ constexpr uint32_t kMaxFrame = 65536 + 256;
 }  // namespace
 
 DirectionPipeline::DirectionPipeline(PipelineConfig config)
-    : config_(std::move(config)), rng_(config_.rng_seed) {}
+    : config_(std::move(config)),
+      rate_step_due_ns_(config_.rate_step_at_ns),
+      rng_(config_.rng_seed) {}
 
 Result<std::unique_ptr<DirectionPipeline>> DirectionPipeline::create(PipelineConfig config) {
     if (config.paths.empty()) {
@@ -48,6 +50,13 @@ double DirectionPipeline::jitterSample() {
 }
 
 void DirectionPipeline::ingest(Nanos now_ns, std::span<const uint8_t> frame) {
+    if (now_ns >= rate_step_due_ns_) {
+        for (Path& path : paths_) {
+            path.model.setRate(config_.rate_step_bps);
+        }
+        rate_step_due_ns_ = kNever;  // once
+        counters_.rate_steps.add(1);
+    }
     auto parsed = parseFrame(frame);
     if (!parsed) {
         counters_.malformed_frames.add(1);

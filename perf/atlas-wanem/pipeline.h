@@ -40,6 +40,10 @@ struct PipelineConfig {
     uint32_t l2_overhead_bytes = 0;  // added to every segment's wire bytes (e.g. 38 for Ethernet)
     uint32_t hash_seed = 0;          // flow -> path assignment
     uint64_t rng_seed = 1;           // loss and jitter
+    // A rate change: the first frame at or after rate_step_at_ns (monotonic; INT64_MAX: none)
+    // sets every path's rate to rate_step_bps (0: no cap).
+    Nanos rate_step_at_ns = INT64_MAX;
+    double rate_step_bps = 0;
 };
 
 // A counter with a single writer and any number of readers.
@@ -82,6 +86,7 @@ struct DirectionCounters {
     Counter malformed_frames;  // shorter than a vnet header: dropped
     Counter opaque_frames;     // not parsed as IP/TCP: forwarded as one unit
     Counter read_errors;       // failed reads of the input TUN (kept by the I/O loop)
+    Counter rate_steps;        // 1 once the configured rate change took effect
     std::vector<std::unique_ptr<PathCounters>> paths;
 };
 
@@ -140,7 +145,8 @@ class DirectionPipeline {
                    const PacketInfo& info);
     double jitterSample();
 
-    PipelineConfig config_;
+    PipelineConfig config_;  // read by counters' readers too: not changed after create()
+    Nanos rate_step_due_ns_ = kNever;
     std::vector<Path> paths_;
     DirectionCounters counters_;
     Rng rng_;

@@ -18,9 +18,10 @@ void MeasuredLinkRate::addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_
     path_.addMessage(bytes, now_ns - dispersion_ns, now_ns);
     const uint64_t bps = path_.bitsPerSec(now_ns);
     measured_.store(bps, std::memory_order_relaxed);
-    // The trace: a fifth up or down, or known <-> unknown, at most once a second.
-    const bool moved =
-        (bps == 0) != (logged_bps_ == 0) || bps * 5 > logged_bps_ * 6 || bps * 5 < logged_bps_ * 4;
+    // The trace: a tenth up or down, or known <-> unknown, at most once a second (a settled
+    // estimate moves by less, so a steady link logs once; a change is followed line by line).
+    const bool moved = (bps == 0) != (logged_bps_ == 0) || bps * 10 > logged_bps_ * 11 ||
+                       bps * 10 < logged_bps_ * 9;
     if (moved && now_ns - logged_at_ >= kNsPerSec) {
         ATLAS_LOG_INFO(log_, "link %s: measured rate %.3f Gbit/s (%zu trains in %.1f s; last %.3f)",
                        link_.c_str(), static_cast<double>(bps) / 1e9, path_.samples(now_ns),

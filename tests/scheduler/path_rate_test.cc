@@ -82,8 +82,23 @@ TEST(PathRate, FollowsARateDropWithinTheWindow) {
     ASSERT_GE(settled, 0) << "never followed the drop";
     EXPECT_LE(settled - drop, 2 * kNsPerSec);
     EXPECT_NEAR(static_cast<double>(p.bitsPerSec(t)), 0.5e9, 1e6);
-    // No samples for longer than the window: unknown again, not a stale rate.
-    EXPECT_EQ(p.bitsPerSec(t + 4 * kNsPerSec), 0u);
+    // No samples for longer than the window: the newest three still count for max_age (10 s),
+    // then the rate is unknown again, not a stale rate.
+    EXPECT_NEAR(static_cast<double>(p.bitsPerSec(t + 4 * kNsPerSec)), 0.5e9, 1e6);
+    EXPECT_EQ(p.bitsPerSec(t + 11 * kNsPerSec), 0u);
+}
+
+TEST(PathRate, SparseSamplesKeepAnEstimate) {
+    // 64 MiB messages at 0.5 Gbit/s, one every 1.6 s: a 3 s window holds two samples.
+    PathRate p;
+    Nanos t = 0;
+    for (int i = 0; i < 10; ++i) {
+        train(p, 64 * kMiB, 0.5, t += 1600 * kMs);
+        if (i >= 2) {
+            EXPECT_NEAR(static_cast<double>(p.bitsPerSec(t)), 0.5e9, 1e6) << "sample " << i;
+        }
+    }
+    EXPECT_EQ(p.samples(t), 3u);  // two in the window, one more of the newest three
 }
 
 }  // namespace

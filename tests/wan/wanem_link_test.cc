@@ -199,6 +199,29 @@ TEST(WanemPipeline, RateCapSpacesGsoSegmentsOnTheWire) {
     EXPECT_EQ(p->counters().paths[0]->wire_bytes.get(), 10u * 40u * 1500u);
 }
 
+TEST(WanemPipeline, ARateStepTakesEffectAtItsTimeOnce) {
+    // 100 Mbit/s until t = 50 ms, then 50: a 40-segment frame (40 x 1500 wire bytes) takes
+    // 4.8 ms before the step and 9.6 ms after it. Frames are sent far apart (no queue).
+    PipelineConfig c = oneLink(100e6, 0, 10u << 20);
+    c.rate_step_at_ns = 50 * kMs;
+    c.rate_step_bps = 50e6;
+    auto p = DirectionPipeline::create(c).value();
+    test::TcpFrameSpec s;
+    s.payload_len = 40 * 1448;
+    s.gso_size = 1448;
+    const Nanos sent[] = {0, 40 * kMs, 60 * kMs, 100 * kMs};
+    const Nanos serial[] = {4'800'000, 4'800'000, 9'600'000, 9'600'000};
+    for (int i = 0; i < 4; ++i) {
+        s.seq = 1000 + i * s.payload_len;
+        p->ingest(sent[i], test::makeTcpFrame(s));
+        EXPECT_EQ(p->counters().rate_steps.get(), i < 2 ? 0u : 1u) << "frame " << i;
+        const auto out = drainUntil(*p, sent[i] + 20 * kMs);
+        ASSERT_EQ(out.size(), 1u) << "frame " << i;
+        EXPECT_NEAR(static_cast<double>(out[0].at - sent[i]), static_cast<double>(serial[i]), 2.0)
+            << "frame " << i;
+    }
+}
+
 TEST(WanemPipeline, TailDropCutsTheBurstAndKeepsThePrefixAsGso) {
     // Buffer of 10 segments: a 44-segment burst keeps its first 10 segments.
     auto p = DirectionPipeline::create(oneLink(1e9, 0, 10 * 1500)).value();

@@ -75,6 +75,19 @@ TEST(WanemOptions, Paths) {
     expectError({"--paths", "2", "--path-delay-ms", "1,2,3"}, "--path-delay-ms has 3 values");
 }
 
+TEST(WanemOptions, RateStep) {
+    auto r = parse({"--rate-mbit", "1000", "--rate-step-s", "10", "--rate-step-mbit", "500:250"});
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    EXPECT_EQ(pipelineConfig(r.value(), kAtoB, 1).rate_step_bps, 500e6);
+    EXPECT_EQ(pipelineConfig(r.value(), kBtoA, 1).rate_step_bps, 250e6);
+    // pipelineConfig has no clock: the caller (atlas-wanem's main) schedules the step.
+    EXPECT_EQ(pipelineConfig(r.value(), kAtoB, 1).rate_step_at_ns, INT64_MAX);
+    expectError({"--rate-step-s", "10"}, "--rate-step-s and --rate-step-mbit go together");
+    expectError({"--rate-step-mbit", "500"}, "--rate-step-s and --rate-step-mbit go together");
+    expectError({"--rate-step-s", "0", "--rate-step-mbit", "500"}, "--rate-step-s");
+    expectError({"--rate-step-s", "1", "--rate-step-mbit", "0.001"}, "--rate-step-mbit");
+}
+
 TEST(WanemOptions, RingSizeFollowsTheLink) {
     auto capped = parse({"--delay-ms", "50", "--rate-mbit", "1000"});
     auto uncapped = parse({"--delay-ms", "50"});
@@ -140,12 +153,14 @@ TEST(WanemOptions, NamespacesRequiredAndDistinct) {
 TEST(WanemOptions, HelpDocumentsEveryFlag) {
     const std::string h = helpText();
     for (const char* flag :
-         {"--ns-a",       "--ns-b",           "--dev-a",         "--dev-b",      "--delay-ms",
-          "--jitter-ms",  "--rate-mbit",      "--buf-ms",        "--buf-kb",     "--loss",
-          "--paths",      "--path-rate-mbit", "--path-delay-ms", "--split",      "--l2-overhead",
-          "--hash-seed",  "--seed",           "--mtu",           "--txqueuelen", "--timer-slack-ns",
-          "--spin-us",    "--batch",          "--rt-priority",   "--ring-mb",    "--stats",
-          "--ready-file", "--check",          "--help",          "--version"}) {
+         {"--ns-a",        "--ns-b",           "--dev-a",          "--dev-b",
+          "--delay-ms",    "--rate-step-s",    "--rate-step-mbit", "--jitter-ms",
+          "--rate-mbit",   "--buf-ms",         "--buf-kb",         "--loss",
+          "--paths",       "--path-rate-mbit", "--path-delay-ms",  "--split",
+          "--l2-overhead", "--hash-seed",      "--seed",           "--mtu",
+          "--txqueuelen",  "--timer-slack-ns", "--spin-us",        "--batch",
+          "--rt-priority", "--ring-mb",        "--stats",          "--ready-file",
+          "--check",       "--help",           "--version"}) {
         EXPECT_TRUE(h.find(std::string("  ") + flag + " ") != std::string::npos ||
                     h.find(std::string(", ") + flag + " ") != std::string::npos)
             << flag;
