@@ -360,9 +360,24 @@ void CommCore::completeRequest(uint64_t seq, uint64_t result) {
     Request& r = request(seq);
     RequestState& st = state(seq);
     st.complete = true;
+    if (!isSend()) {
+        noteTrain(st, result);
+    }
+    r.result_ = result;
+    if (observer_ != nullptr) {
+        observer_->completed(seq, params_.clock->nowNs());
+    }
+    // Publishes result_ to test() (pairs with its acquire load).
+    r.state_.store(Request::kDone, std::memory_order_release);
+    while (oldest_ < engine_seq_ && state(oldest_).complete) {
+        ++oldest_;
+    }
+}
+
+void CommCore::noteTrain(const RequestState& st, uint64_t result) {
     const Nanos now = params_.clock->nowNs();
     const uint64_t received = counters_.payload_bytes.load(std::memory_order_relaxed);
-    if (!isSend() && st.train_first_ns >= 0 && result >= kMinTrainBytes &&
+    if (st.train_first_ns >= 0 && result >= kMinTrainBytes &&
         st.train_losses == counters_.stream_resets.load(std::memory_order_relaxed) &&
         st.train_duplicates == counters_.duplicate_bytes.load(std::memory_order_relaxed) &&
         st.train_unparks == unparks_) {
@@ -383,19 +398,8 @@ void CommCore::completeRequest(uint64_t seq, uint64_t result) {
             train_ns_ = dispersion;
         }
     }
-    if (!isSend()) {
-        last_complete_ns_ = now;
-        last_complete_bytes_ = received;
-    }
-    r.result_ = result;
-    if (observer_ != nullptr) {
-        observer_->completed(seq, now);
-    }
-    // Publishes result_ to test() (pairs with its acquire load).
-    r.state_.store(Request::kDone, std::memory_order_release);
-    while (oldest_ < engine_seq_ && state(oldest_).complete) {
-        ++oldest_;
-    }
+    last_complete_ns_ = now;
+    last_complete_bytes_ = received;
 }
 
 void CommCore::onStreamIo(Stream& s, IoOp* op, int64_t result) {

@@ -262,6 +262,9 @@ class CommCore final {
     void takePosted();
     void fail(Status st);
     void completeRequest(uint64_t seq, uint64_t result);
+    // recv: a completed message ends a train (docs/protocol.md "Confirmation") when it
+    // qualifies; the next confirmation carries it.
+    void noteTrain(const RequestState& st, uint64_t result);
     std::unique_ptr<Stream> makeStream(int index, uint32_t epoch, Fd fd);
     // Stream `s` (live) failed: recovery, or comm failure when recovery cannot help.
     void loseStream(Stream& s, const std::string& cause);

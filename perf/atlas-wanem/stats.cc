@@ -82,7 +82,7 @@ json directionJson(const DirectionPipeline& dir) {
     j["drops"]["malformed"] = {{"frames", dc.malformed_frames.get()}};
     j["opaque_frames"] = dc.opaque_frames.get();
     j["read_errors"] = dc.read_errors.get();
-    if (cfg.rate_step_bps > 0 || dc.rate_steps.get() > 0) {
+    if (cfg.rate_step_at_ns != DirectionPipeline::kNever) {
         j["rate_step"] = {{"mbit", cfg.rate_step_bps / 1e6}, {"applied", dc.rate_steps.get()}};
     }
     j["loss_probability"] = cfg.loss;
