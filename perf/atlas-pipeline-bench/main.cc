@@ -57,6 +57,11 @@ class Orchestrator {
     Status spawn();
     Status exchangeHandles();
     Result<Frame> expect(Child& c, Msg type);
+    // --link-stats: one snapshot of every link (empty without the flag).
+    Status snapshotLinks(std::vector<wanem::LinkSnapshot>* out);
+    // Snapshots again and appends what each link direction did since `before`.
+    Status recordLinkUse(const std::vector<wanem::LinkSnapshot>& before, Nanos window_ns,
+                         RunResult* out);
     void killAll();
 
     const BenchConfig& cfg_;
@@ -159,7 +164,9 @@ Status Orchestrator::run(RunResult* out) {
         out->stages[i].stage = kids_[i].stage;
     }
     const int total = cfg_.warmup + cfg_.iterations;
+    std::vector<wanem::LinkSnapshot> before;
     if (!cfg_.barrier) {
+        ATLAS_RETURN_IF_ERROR(snapshotLinks(&before));
         for (int it = 0; it < total; ++it) {
             for (Child& c : kids_) {
                 ATLAS_RETURN_IF_ERROR(sendFrame(c.fd, Msg::kGo, std::string(4, '\0')));
@@ -168,6 +175,9 @@ Status Orchestrator::run(RunResult* out) {
     }
     for (int it = 0; it < total; ++it) {
         if (cfg_.barrier) {
+            if (it >= cfg_.warmup) {
+                ATLAS_RETURN_IF_ERROR(snapshotLinks(&before));
+            }
             for (Child& c : kids_) {
                 ATLAS_RETURN_IF_ERROR(sendFrame(c.fd, Msg::kGo, std::string(4, '\0')));
             }
@@ -190,11 +200,19 @@ Status Orchestrator::run(RunResult* out) {
         }
         out->iter_start_ns.push_back(start);
         out->iter_end_ns.push_back(end);
+        if (cfg_.barrier && it >= cfg_.warmup) {
+            ATLAS_RETURN_IF_ERROR(recordLinkUse(before, end - start, out));
+        }
         if (!cfg_.quiet) {
             std::fprintf(stderr, "iteration %d%s: %.1f ms\n", it,
                          it < cfg_.warmup ? " (warm-up)" : "",
                          static_cast<double>(end - start) / 1e6);
         }
+    }
+    if (!cfg_.barrier && total > 0) {
+        out->link_use_whole_run = true;
+        ATLAS_RETURN_IF_ERROR(
+            recordLinkUse(before, out->iter_end_ns.back() - out->iter_start_ns.front(), out));
     }
     for (size_t i = 0; i < kids_.size(); ++i) {
         auto f = expect(kids_[i], Msg::kResult);
@@ -219,6 +237,37 @@ Status Orchestrator::run(RunResult* out) {
             return {Code::kInternal, "a stage process exited with status " + std::to_string(st)};
         }
     }
+    return Status::ok();
+}
+
+Status Orchestrator::snapshotLinks(std::vector<wanem::LinkSnapshot>* out) {
+    out->clear();
+    for (const wanem::LinkSource& src : cfg_.link_stats) {
+        auto snap = wanem::snapshotLink(src, 2 * kNsPerSec);
+        if (!snap) {
+            return snap.status();
+        }
+        out->push_back(std::move(snap.value()));
+    }
+    return Status::ok();
+}
+
+Status Orchestrator::recordLinkUse(const std::vector<wanem::LinkSnapshot>& before, Nanos window_ns,
+                                   RunResult* out) {
+    if (cfg_.link_stats.empty()) {
+        return Status::ok();
+    }
+    std::vector<wanem::LinkSnapshot> after;
+    ATLAS_RETURN_IF_ERROR(snapshotLinks(&after));
+    std::vector<wanem::DirectionUse> use;
+    for (size_t i = 0; i < after.size(); ++i) {
+        auto u = wanem::linkUse(before[i], after[i], window_ns);
+        if (!u) {
+            return u.status();
+        }
+        use.insert(use.end(), u->begin(), u->end());
+    }
+    out->link_use.push_back(std::move(use));
     return Status::ok();
 }
 

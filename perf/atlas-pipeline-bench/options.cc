@@ -115,61 +115,86 @@ struct StageMsKind : Base {
     static std::string format(const StageMs& s) { return std::to_string(s.stage) + ":..."; }
 };
 
+// PID:FILE, a running atlas-wanem and its --stats file.
+struct LinkSourceKind : Base {
+    using Value = wanem::LinkSource;
+    static constexpr const char* kType = "PID:FILE";
+    static std::optional<wanem::LinkSource> parse(std::string_view t) {
+        const size_t colon = t.find(':');
+        const auto pid = options::parseUnsigned(t.substr(0, colon));
+        if (colon == std::string_view::npos || !pid || *pid < 1 || *pid > 0x3fffffff ||
+            colon + 1 == t.size()) {
+            return std::nullopt;
+        }
+        return wanem::LinkSource{static_cast<int>(*pid), std::string(t.substr(colon + 1))};
+    }
+    static std::string accepted(int, int) {
+        return "an atlas-wanem pid and its --stats file (scripts/wan-up exports "
+               "LINK_DC<i>_DC<j>_PID and LINK_DC<i>_DC<j>_STATS)";
+    }
+    static std::string format(const wanem::LinkSource& s) {
+        return std::to_string(s.pid) + ":" + s.path;
+    }
+};
+
 using ScheduleKind = NamedEnum<Schedule, &scheduleName, Schedule::kGpipe, Schedule::k1f1b>;
-using ComputeKind = NamedEnum<Compute, &computeName, Compute::kSpin, Compute::kYield, Compute::kSleep,
-                              Compute::kCuda>;
+using ComputeKind = NamedEnum<Compute, &computeName, Compute::kSpin, Compute::kYield,
+                              Compute::kSleep, Compute::kCuda>;
 using RecvPostKind = NamedEnum<RecvPost, &recvPostName, RecvPost::kAhead, RecvPost::kNeeded>;
 
-#define ATLAS_PIPEBENCH_OPTIONS(X)                                                               \
-    X("--pipelines", Uint, pipelines, 1, 64, "N", "data-parallel pipelines")                     \
-    X("--stages", Uint, stages, 1, 64, "N", "stages per pipeline")                               \
-    X("--microbatches", Uint, microbatches, 1, 32, "N", "micro-batches per iteration")           \
-    X("--iterations", Uint, iterations, 1, 100000, "N", "measured iterations")                   \
-    X("--warmup", Uint, warmup, 0, 100000, "N", "unmeasured iterations first")                   \
-    X("--schedule", ScheduleKind, schedule, 0, 0, "S", "pipeline schedule")                      \
-    X("--fwd-ms", Millis, fwd_ns, 0, 3.6e6, "X", "forward compute per micro-batch")              \
-    X("--bwd-ms", Optional<Millis>, bwd_flag_ns, 0, 3.6e6, "X",                                  \
-      "backward compute per micro-batch (default: 2 x --fwd-ms)")                                \
-    X("--stage-ms", Repeat<StageMsKind>, stage_ms, 0, 0, "S:F:B",                                \
-      "stage S computes F ms forward, B ms backward")                                            \
-    X("--act-bytes", Size, act_bytes, 1, options::kGiB, "SIZE",                                  \
-      "activation per micro-batch, stage s -> s+1 (at most 1G: the plugin ABI reports sizes "    \
-      "as int)")                                                                                 \
-    X("--grad-bytes", Size, grad_bytes, 0, options::kGiB, "SIZE",                                \
-      "gradient per micro-batch, s+1 -> s (0: --act-bytes)")                                     \
-    X("--netns", List<Path>, stage_netns, 0, 0, "NS,NS,...",                                     \
-      "network namespace per stage (/run/netns/NS or a path), e.g. the testbed's DC<i>_NS; "     \
-      "stage s uses entry s (the last entry repeats)")                                           \
-    X("--plugin", Path, plugin, 0, 0, "PATH", "the plugin (default: the build tree's)")          \
-    X("--env", Repeat<EnvKind>, env, 0, 0, "K=V",                                                \
-      "environment of every stage process, before the plugin loads, e.g. "                       \
-      "ATLAS_SHARING=temporal, ATLAS_ARBITER_CONNECT=host:port")                                 \
-    X("--stage-env", Repeat<IndexedEnvKind<false>>, env, 0, 0, "S:K=V", "only for stage S")      \
-    X("--pipeline-env", Repeat<IndexedEnvKind<true>>, env, 0, 0, "D:K=V", "only for pipeline D") \
-    X("--stage-cpus", Repeat<StageCpusKind>, stage_cpus, 0, 0, "S:LIST",                         \
-      "pin stage S's compute thread (of every pipeline) to these CPUs (the plugin's threads "    \
-      "stay unpinned, as NCCL's run on host cores); to share a core on purpose")                 \
-    X("--compute", List<ComputeKind>, stage_compute, 0, 0, "MODE[,MODE...]",                      \
+#define ATLAS_PIPEBENCH_OPTIONS(X)                                                                 \
+    X("--pipelines", Uint, pipelines, 1, 64, "N", "data-parallel pipelines")                       \
+    X("--stages", Uint, stages, 1, 64, "N", "stages per pipeline")                                 \
+    X("--microbatches", Uint, microbatches, 1, 32, "N", "micro-batches per iteration")             \
+    X("--iterations", Uint, iterations, 1, 100000, "N", "measured iterations")                     \
+    X("--warmup", Uint, warmup, 0, 100000, "N", "unmeasured iterations first")                     \
+    X("--schedule", ScheduleKind, schedule, 0, 0, "S", "pipeline schedule")                        \
+    X("--fwd-ms", Millis, fwd_ns, 0, 3.6e6, "X", "forward compute per micro-batch")                \
+    X("--bwd-ms", Optional<Millis>, bwd_flag_ns, 0, 3.6e6, "X",                                    \
+      "backward compute per micro-batch (default: 2 x --fwd-ms)")                                  \
+    X("--stage-ms", Repeat<StageMsKind>, stage_ms, 0, 0, "S:F:B",                                  \
+      "stage S computes F ms forward, B ms backward")                                              \
+    X("--act-bytes", Size, act_bytes, 1, options::kGiB, "SIZE",                                    \
+      "activation per micro-batch, stage s -> s+1 (at most 1G: the plugin ABI reports sizes "      \
+      "as int)")                                                                                   \
+    X("--grad-bytes", Size, grad_bytes, 0, options::kGiB, "SIZE",                                  \
+      "gradient per micro-batch, s+1 -> s (0: --act-bytes)")                                       \
+    X("--netns", List<Path>, stage_netns, 0, 0, "NS,NS,...",                                       \
+      "network namespace per stage (/run/netns/NS or a path), e.g. the testbed's DC<i>_NS; "       \
+      "stage s uses entry s (the last entry repeats)")                                             \
+    X("--plugin", Path, plugin, 0, 0, "PATH", "the plugin (default: the build tree's)")            \
+    X("--env", Repeat<EnvKind>, env, 0, 0, "K=V",                                                  \
+      "environment of every stage process, before the plugin loads, e.g. "                         \
+      "ATLAS_SHARING=temporal, ATLAS_ARBITER_CONNECT=host:port")                                   \
+    X("--stage-env", Repeat<IndexedEnvKind<false>>, env, 0, 0, "S:K=V", "only for stage S")        \
+    X("--pipeline-env", Repeat<IndexedEnvKind<true>>, env, 0, 0, "D:K=V", "only for pipeline D")   \
+    X("--stage-cpus", Repeat<StageCpusKind>, stage_cpus, 0, 0, "S:LIST",                           \
+      "pin stage S's compute thread (of every pipeline) to these CPUs (the plugin's threads "      \
+      "stay unpinned, as NCCL's run on host cores); to share a core on purpose")                   \
+    X("--compute", List<ComputeKind>, stage_compute, 0, 0, "MODE[,MODE...]",                       \
       "how compute burns its time: spin (the CPU is really used; the default), yield, sleep, or "  \
       "cuda (cuBLAS GEMMs on GPU 0 for the period); a list gives stage s entry s (the last entry " \
-      "repeats), e.g. cuda,spin")                                                                   \
+      "repeats), e.g. cuda,spin")                                                                  \
     X("--cuda-ns-per-gemm", Double, cuda_ns_per_gemm, 1e-9, 1e9, "NS",                             \
       "--compute cuda: skip the calibration, use this GEMM time (the value a calibrating run "     \
-      "printed), so compared runs do equal work (0: calibrate)")                                    \
-    X("--recv-post", RecvPostKind, recv_post, 0, 0, "WHEN",                                      \
-      "post an iteration's receives at its start (ahead), or each right before the compute "     \
-      "that consumes it (needed, as Megatron's p2p_communicate does)")                           \
-    X("--no-barrier", Off, barrier, 0, 0, "",                                                    \
-      "let iterations overlap (no per-iteration barrier of all stages)")                         \
-    X("--no-traffic-class", Off, traffic_class, 0, 0, "",                                        \
-      "do not pass {pipeline, stage, direction} as NCCL trafficClass (the plugin then derives "  \
-      "the flow class itself)")                                                                  \
-    X("--dev", Uint, dev, 0, 1024, "N", "plugin device")                                         \
-    X("--timeout", Uint, timeout_s, 1, 86400, "SEC", "bound on the whole run")                   \
-    X("--label", String, label, 0, 0, "NAME", "name of this run in the output")                  \
-    X("--json", Path, json_path, 0, 0, "FILE", "results + per-stage timeline as JSON")           \
-    X("--trace", Path, trace_path, 0, 0, "FILE", "Chrome trace (open in ui.perfetto.dev)")       \
-    X("--quiet", Switch, quiet, 0, 0, "", "only the summary")                                    \
+      "printed), so compared runs do equal work (0: calibrate)")                                   \
+    X("--recv-post", RecvPostKind, recv_post, 0, 0, "WHEN",                                        \
+      "post an iteration's receives at its start (ahead), or each right before the compute "       \
+      "that consumes it (needed, as Megatron's p2p_communicate does)")                             \
+    X("--no-barrier", Off, barrier, 0, 0, "",                                                      \
+      "let iterations overlap (no per-iteration barrier of all stages)")                           \
+    X("--no-traffic-class", Off, traffic_class, 0, 0, "",                                          \
+      "do not pass {pipeline, stage, direction} as NCCL trafficClass (the plugin then derives "    \
+      "the flow class itself)")                                                                    \
+    X("--dev", Uint, dev, 0, 1024, "N", "plugin device")                                           \
+    X("--timeout", Uint, timeout_s, 1, 86400, "SEC", "bound on the whole run")                     \
+    X("--link-stats", Repeat<LinkSourceKind>, link_stats, 0, 0, "PID:FILE",                        \
+      "an emulated link's atlas-wanem pid and --stats file: report each direction's utilization "  \
+      "(bytes carried / what its rate could carry) over each measured iteration")                  \
+    X("--label", String, label, 0, 0, "NAME", "name of this run in the output")                    \
+    X("--json", Path, json_path, 0, 0, "FILE", "results + per-stage timeline as JSON")             \
+    X("--trace", Path, trace_path, 0, 0, "FILE", "Chrome trace (open in ui.perfetto.dev)")         \
+    X("--quiet", Switch, quiet, 0, 0, "", "only the summary")                                      \
     X("--help", Switch, help, 0, 0, "", "this text")
 
 #define ATLAS_PIPEBENCH_ALIASES(X)   \

@@ -13,6 +13,7 @@
 #include "atlas/common/env.h"
 #include "atlas/common/status.h"
 #include "options/table.h"
+#include "perf/atlas-wanem/stats_reader.h"
 
 namespace atlas::pipebench {
 
@@ -90,6 +91,8 @@ struct BenchConfig {
     bool traffic_class = true;  // tell the plugin {pipeline, stage, direction} (v11 config)
     int dev = 0;
     int timeout_s = 600;
+    // --link-stats: emulated links whose counters give the link utilization per iteration.
+    std::vector<wanem::LinkSource> link_stats;
     std::string label;  // names the run in the table and the JSON
     std::string json_path;
     std::string trace_path;

@@ -76,6 +76,33 @@ Summary summarize(const BenchConfig& cfg, const RunResult& run) {
         }
         s.stages.push_back(st);
     }
+    s.links_whole_run = run.link_use_whole_run;
+    // Links: every window lists the same directions in the same order (snapshotLinks).
+    const size_t windows = run.link_use.size();
+    for (size_t d = 0; windows > 0 && d < run.link_use.front().size(); ++d) {
+        Summary::Link l;
+        l.from = run.link_use.front()[d].from;
+        l.to = run.link_use.front()[d].to;
+        double wire = 0;
+        double cap = 0;
+        bool capped = true;
+        for (const auto& win : run.link_use) {
+            l.queue_drops += static_cast<double>(win[d].queue_drops);
+            l.loss_drops += static_cast<double>(win[d].loss_drops);
+            wire += static_cast<double>(win[d].wire_bytes);
+            cap += win[d].capacity_bytes;
+            capped = capped && win[d].utilization >= 0;
+        }
+        // Per iteration: a whole-run window (--no-barrier) spans every iteration.
+        const size_t iters = run.link_use_whole_run ? run.iter_end_ns.size() : windows;
+        const double mib = static_cast<double>(1u << 20) * static_cast<double>(iters);
+        l.wire_mib = wire / mib;
+        l.queue_drops /= static_cast<double>(iters);
+        l.loss_drops /= static_cast<double>(iters);
+        l.capacity_mib = capped ? cap / mib : 0;
+        l.utilization = capped && cap > 0 ? wire / cap : -1;
+        s.links.push_back(l);
+    }
     return s;
 }
 
@@ -97,6 +124,23 @@ std::string renderTable(const BenchConfig& cfg, const Summary& s) {
         out += "| " + std::to_string(st.pipeline) + " | " + std::to_string(st.stage) + " | " +
                fmt("%.1f", st.busy_ms) + " | " + fmt("%.1f", st.wait_ms) + " | " +
                fmt("%.1f", st.idle_ms) + " | " + fmt("%.1f", st.idle_pct) + " |\n";
+    }
+    if (!s.links.empty()) {
+        out += std::string(
+                   "\nlink utilization (atlas-wanem counters: bytes carried / what the rate "
+                   "could carry, over ") +
+               (s.links_whole_run ? "the whole run, warm-up included" : "the measured iterations") +
+               "):\n\n";
+        out +=
+            "| link direction | carried MiB/iter | capacity MiB/iter | utilization | "
+            "buffer drops/iter | loss drops/iter |\n";
+        out += "|---|---:|---:|---:|---:|---:|\n";
+        for (const auto& l : s.links) {
+            out += "| " + l.from + " -> " + l.to + " | " + fmt("%.1f", l.wire_mib) + " | " +
+                   (l.utilization < 0 ? std::string("uncapped") : fmt("%.1f", l.capacity_mib)) +
+                   " | " + (l.utilization < 0 ? std::string("-") : fmt("%.3f", l.utilization)) +
+                   " | " + fmt("%.1f", l.queue_drops) + " | " + fmt("%.1f", l.loss_drops) + " |\n";
+        }
     }
     return out;
 }
@@ -164,6 +208,32 @@ nlohmann::json toJson(const BenchConfig& cfg, const Summary& s, const RunResult&
                           {"timeline", run.stages[i].timeline}});
     }
     j["stages"] = stages;
+    if (!run.link_use.empty()) {
+        nlohmann::json links = nlohmann::json::array();
+        for (size_t d = 0; d < s.links.size(); ++d) {
+            const auto& l = s.links[d];
+            nlohmann::json per = nlohmann::json::array();
+            for (const auto& w : run.link_use) {
+                per.push_back({{"wire_bytes", w[d].wire_bytes},
+                               {"queue_drops", w[d].queue_drops},
+                               {"loss_drops", w[d].loss_drops},
+                               {"capacity_bytes", w[d].capacity_bytes},
+                               {"utilization", w[d].utilization}});
+            }
+            links.push_back({{"from", l.from},
+                             {"to", l.to},
+                             {"wire_mib_per_iteration", l.wire_mib},
+                             {"capacity_mib_per_iteration", l.capacity_mib},
+                             {"utilization", l.utilization},
+                             {"queue_drops_per_iteration", l.queue_drops},
+                             {"loss_drops_per_iteration", l.loss_drops},
+                             {"windows", per}});
+        }
+        j["links"] = links;
+        j["links_window"] = run.link_use_whole_run
+                                ? "the whole run, warm-up included (--no-barrier)"
+                                : "each measured iteration";
+    }
     j["timeline_format"] =
         "[iteration, kind, micro-batch, start_ns, end_ns]; kind F forward, "
         "B backward, A waiting for an activation, G waiting for a gradient, "

@@ -10,6 +10,7 @@
 
 #include "perf/atlas-pipeline-bench/control.h"
 #include "perf/atlas-pipeline-bench/options.h"
+#include "perf/atlas-wanem/stats_reader.h"
 
 namespace atlas::pipebench {
 
@@ -24,6 +25,10 @@ struct RunResult {
     std::vector<int64_t> iter_start_ns;  // per iteration (warm-up included): earliest start
     std::vector<int64_t> iter_end_ns;    // latest end over every stage
     std::vector<StageResult> stages;     // pipeline-major
+    // --link-stats: every direction of every link, per measured iteration (with the barrier),
+    // or once over the whole run, warm-up included (--no-barrier: iterations overlap).
+    std::vector<std::vector<wanem::DirectionUse>> link_use;
+    bool link_use_whole_run = false;
 };
 
 struct Summary {
@@ -41,6 +46,18 @@ struct Summary {
         double idle_pct = 0;
     };
     std::vector<Stage> stages;
+    // --link-stats, per link direction: means over the measured iterations.
+    struct Link {
+        std::string from;
+        std::string to;
+        double wire_mib = 0;      // carried per iteration
+        double capacity_mib = 0;  // what the rate allows per iteration; 0 = uncapped
+        double utilization = -1;  // wire / capacity over the iterations; -1 = uncapped
+        double queue_drops = 0;   // segments dropped by the full buffer, per iteration
+        double loss_drops = 0;    // segments dropped by random loss, per iteration
+    };
+    std::vector<Link> links;
+    bool links_whole_run = false;
 };
 
 Summary summarize(const BenchConfig& cfg, const RunResult& run);

@@ -45,3 +45,6 @@ atlas_add_fuzzer(fuzz_tokenizer_encode SOURCES ${PROJECT_SOURCE_DIR}/tests/bubbl
 target_include_directories(fuzz_tokenizer_encode PRIVATE ${PROJECT_SOURCE_DIR})
 # options/: the command-line and environment readers over every kind, and atlas-arbiter's table
 atlas_add_fuzzer(fuzz_options SOURCES fuzz_options.cc LIBS atlas::arbiter atlas::options)
+# atlas-wanem's stats document as its readers parse it (atlas-pipeline-bench --link-stats)
+atlas_add_fuzzer(fuzz_wanem_stats SOURCES ${PROJECT_SOURCE_DIR}/tests/wan/fuzz_wanem_stats.cc ${PROJECT_SOURCE_DIR}/perf/atlas-wanem/stats_reader.cc LIBS atlas::common nlohmann_json::nlohmann_json REPLAY_LIBS atlas_wanem_core)
+target_include_directories(fuzz_wanem_stats PRIVATE ${PROJECT_SOURCE_DIR})

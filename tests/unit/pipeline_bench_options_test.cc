@@ -97,6 +97,21 @@ TEST(PipelineBenchOptions, PluginFromTheEnvironmentUnlessGiven) {
     EXPECT_EQ(f->plugin, "/flag/plugin.so");
 }
 
+TEST(PipelineBenchOptions, LinkStatsTakePidAndFileRepeatedly) {
+    auto two = parse({"--link-stats", "123:/run/a.stats", "--link-stats", "9:rel/b:c.stats"});
+    ASSERT_TRUE(two.isOk()) << two.status().toString();
+    ASSERT_EQ(two->link_stats.size(), 2u);
+    EXPECT_EQ(two->link_stats[0], (wanem::LinkSource{123, "/run/a.stats"}));
+    EXPECT_EQ(two->link_stats[1], (wanem::LinkSource{9, "rel/b:c.stats"})) << "first colon splits";
+    for (const char* bad : {"", "123", "123:", ":/x", "0:/x", "-4:/x", "x:/y", "99999999999:/x"}) {
+        auto r = parse({"--link-stats", bad});
+        ASSERT_FALSE(r.isOk()) << bad;
+        EXPECT_NE(r.status().message().find("--link-stats"), std::string::npos)
+            << r.status().message();
+    }
+    EXPECT_TRUE(parse({})->link_stats.empty());
+}
+
 TEST(PipelineBenchOptions, DocsFlagTableIsTheRegistry) {
     EXPECT_TRUE(
         atlas::testing::docBlockMatches(std::string(ATLAS_SOURCE_DIR) + "/docs/arbitration.md",
