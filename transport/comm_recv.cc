@@ -160,12 +160,7 @@ void CommCore::attach(Stream& s) {
         }
         st.total = s.frame.total;
         st.total_known = true;
-        // The train starts now, unless the frame waited for its receive (bytes piled up).
-        st.train_first_ns = was_parked ? -1 : params_.clock->nowNs();
-        st.train_received = counters_.payload_bytes.load(std::memory_order_relaxed);
-        st.train_unparks = unparks_;
-        st.train_losses = counters_.stream_resets.load(std::memory_order_relaxed);
-        st.train_duplicates = counters_.duplicate_bytes.load(std::memory_order_relaxed);
+        openTrain(st, was_parked);
         if (observer_ != nullptr) {
             observer_->arrived(seq, st.total, params_.clock->nowNs());
         }
