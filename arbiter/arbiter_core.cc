@@ -94,7 +94,7 @@ Status ArbiterCore::request(SessionId session, uint32_t flow, uint64_t bytes, Na
     Link& l = *f->link;
     ATLAS_RETURN_IF_ERROR(
         l.policy->onRequest(f->id, toClass(f->cls), std::max<uint64_t>(bytes, 1), now_ns));
-    f->pending = true;
+    setPending(l, f, true, now_ns);
     f->served = false;
     f->requested_ns = now_ns;
     l.dirty = true;
@@ -129,10 +129,24 @@ Status ArbiterCore::release(SessionId session, uint32_t flow, uint64_t seq, uint
         return Status::ok();
     }
     ATLAS_RETURN_IF_ERROR(l.policy->onComplete(f->id, now_ns));
-    f->pending = false;
+    setPending(l, f, false, now_ns);
     dropHolder(l, f, now_ns);
     l.dirty = true;
     return Status::ok();
+}
+
+void ArbiterCore::setPending(Link& link, Flow* f, bool pending, Nanos now_ns) {
+    if (f->pending == pending) {
+        return;
+    }
+    f->pending = pending;
+    link.pending_flows += pending ? 1 : -1;
+    if (pending && link.pending_flows == 1) {
+        link.demand_since = now_ns;
+    } else if (!pending && link.pending_flows == 0 && link.demand_since >= 0) {
+        link.stats.demand_ns += now_ns - link.demand_since;
+        link.demand_since = -1;
+    }
 }
 
 void ArbiterCore::removeFlow(std::map<Key, Flow>::iterator it, Nanos now_ns) {
@@ -143,6 +157,7 @@ void ArbiterCore::removeFlow(std::map<Key, Flow>::iterator it, Nanos now_ns) {
         (void)l.policy->onCancel(f.id, now_ns);
         ++l.stats.cancels;
         l.dirty = true;
+        setPending(l, &f, false, now_ns);
     }
     dropHolder(l, &f, now_ns);
     by_id_.erase(f.id);
@@ -288,6 +303,15 @@ Nanos ArbiterCore::busyNs(const std::string& link, Nanos now_ns) const {
     }
     const Link& l = *it->second;
     return l.stats.busy_ns + (l.busy_since >= 0 ? now_ns - l.busy_since : 0);
+}
+
+Nanos ArbiterCore::demandNs(const std::string& link, Nanos now_ns) const {
+    auto it = links_.find(link);
+    if (it == links_.end()) {
+        return 0;
+    }
+    const Link& l = *it->second;
+    return l.stats.demand_ns + (l.demand_since >= 0 ? now_ns - l.demand_since : 0);
 }
 
 std::optional<sched::WorkloadAware::Counters> ArbiterCore::workloadCounters(

@@ -64,7 +64,8 @@ struct LinkStats {
     uint64_t bytes = 0;           // reported by releases
     Nanos wait_ns_sum = 0;        // request -> first grant, summed over first_grants
     Nanos wait_ns_max = 0;
-    Nanos busy_ns = 0;  // time with at least one holder
+    Nanos busy_ns = 0;    // time with at least one holder
+    Nanos demand_ns = 0;  // time with at least one flow waiting for the link or holding it
 };
 
 struct FlowView {
@@ -109,6 +110,10 @@ class ArbiterCore {
     std::vector<FlowView> flows() const;
     // Busy time up to now_ns included (LinkStats::busy_ns only counts closed busy periods).
     Nanos busyNs(const std::string& link, Nanos now_ns) const;
+    // Demand time up to now_ns: time with a flow waiting for the link or holding it (the
+    // time the link had work; the bytes it carried over this time are its utilization while
+    // flows are queued).
+    Nanos demandNs(const std::string& link, Nanos now_ns) const;
     Nanos createdNs(const std::string& link) const;
     // The workload-aware policy's pick counters (planned / fallback / aged), or nullopt when
     // the link runs another policy.
@@ -137,7 +142,9 @@ class ArbiterCore {
         std::vector<Flow*> holders;
         bool dirty = false;
         Nanos created_ns = 0;
-        Nanos busy_since = -1;  // -1: idle
+        Nanos busy_since = -1;    // -1: idle
+        int pending_flows = 0;    // flows requesting or holding (Flow::pending)
+        Nanos demand_since = -1;  // -1: no flow pending
         LinkStats stats;
     };
     using Key = std::pair<SessionId, uint32_t>;
@@ -145,6 +152,8 @@ class ArbiterCore {
     explicit ArbiterCore(const CoreConfig& config) : config_(config) {}
     Flow* find(SessionId session, uint32_t flow);
     void dropHolder(Link& link, Flow* f, Nanos now_ns);
+    // Flow::pending changes only here: it keeps the link's demand time.
+    void setPending(Link& link, Flow* f, bool pending, Nanos now_ns);
     void removeFlow(std::map<Key, Flow>::iterator it, Nanos now_ns);
 
     CoreConfig config_;

@@ -81,6 +81,8 @@ std::string renderMetrics(const ArbiterCore& core, const ServerCounters& c, Nano
         {"atlas_arbiter_cancels_total", "counter", "Transfers dropped by close or lost session."},
         {"atlas_arbiter_link_bytes_total", "counter", "Bytes reported sent under grants."},
         {"atlas_arbiter_link_busy_seconds_total", "counter", "Time the link had a holder."},
+        {"atlas_arbiter_link_demand_seconds_total", "counter",
+         "Time a flow waited for the link or held it (the link had work queued)."},
         {"atlas_arbiter_slot_utilization", "gauge",
          "Fraction of time since the link appeared during which it had a holder."},
     };
@@ -121,6 +123,9 @@ std::string renderMetrics(const ArbiterCore& core, const ServerCounters& c, Nano
                     break;
                 case 9:
                     v = static_cast<double>(busy) / 1e9;
+                    break;
+                case 10:
+                    v = static_cast<double>(core.demandNs(link, now_ns)) / 1e9;
                     break;
                 default:
                     v = age > 0 ? static_cast<double>(busy) / static_cast<double>(age) : 0;

@@ -186,6 +186,35 @@ TEST(ArbiterCore, DroppingTheHoldersSessionPassesTheLinkAtOnce) {
     EXPECT_EQ(core->flowCount(), 1u);
 }
 
+TEST(ArbiterCore, DemandTimeCountsWaitingAndHoldingNotIdle) {
+    // The link's demand time (the denominator of utilization while flows are queued): from
+    // the first request while nothing is pending to the last release or cancel, idle gaps out.
+    auto core = makeCore(sched::PolicyKind::kTemporal, 0);
+    ASSERT_TRUE(core->open(1, 1, {}, kLink, 0).isOk());
+    ASSERT_TRUE(core->open(2, 7, {}, kLink, 0).isOk());
+    const Nanos ms = kNsPerMs;
+    ASSERT_TRUE(core->request(1, 1, 100, 10 * ms).isOk());
+    auto g = decide(*core, 10 * ms);
+    ASSERT_EQ(g.size(), 1u);
+    ASSERT_TRUE(core->request(2, 7, 100, 20 * ms).isOk());  // waits behind flow 1
+    EXPECT_EQ(core->demandNs(kLink, 30 * ms), 20 * ms) << "an open period counts up to now";
+    ASSERT_TRUE(core->release(1, 1, g[0].seq, 100, 50 * ms).isOk());
+    auto g2 = decide(*core, 50 * ms);
+    ASSERT_EQ(g2.size(), 1u);
+    ASSERT_TRUE(core->release(2, 7, g2[0].seq, 100, 80 * ms).isOk());
+    EXPECT_EQ(core->demandNs(kLink, 200 * ms), 70 * ms) << "10..80 ms; the idle time after it not";
+    EXPECT_EQ(core->linkStats(kLink)->demand_ns, 70 * ms);
+    // A second period that ends with the requester's session dropped (a cancel).
+    ASSERT_TRUE(core->request(2, 7, 100, 300 * ms).isOk());
+    core->dropSession(2, 320 * ms);
+    EXPECT_EQ(core->demandNs(kLink, 400 * ms), 90 * ms);
+    // A repeated request of a pending flow starts nothing new.
+    ASSERT_TRUE(core->request(1, 1, 100, 500 * ms).isOk());
+    ASSERT_TRUE(core->request(1, 1, 100, 510 * ms).isOk());
+    EXPECT_EQ(core->demandNs(kLink, 520 * ms), 110 * ms);
+    EXPECT_EQ(core->demandNs("no->link", 520 * ms), 0);
+}
+
 TEST(ArbiterCore, RejectsUnknownFlowsBadLinksAndDuplicates) {
     auto core = makeCore(sched::PolicyKind::kTemporal);
     EXPECT_FALSE(core->request(1, 1, 10, 0).isOk());
@@ -321,6 +350,8 @@ TEST(ArbiterMetrics, PrometheusTextHasEveryFamilyAndTheNumbers) {
     EXPECT_TRUE(has("atlas_arbiter_waits_total{link=\"east->west\"} 1"));
     EXPECT_TRUE(has("atlas_arbiter_wait_seconds_sum{link=\"east->west\"} 1"));
     EXPECT_TRUE(has("atlas_arbiter_link_busy_seconds_total{link=\"east->west\"} 1"));
+    // Requested at 0, granted at 1 s, released at 2 s: two seconds of demand.
+    EXPECT_TRUE(has("atlas_arbiter_link_demand_seconds_total{link=\"east->west\"} 2"));
     EXPECT_TRUE(has("atlas_arbiter_slot_utilization{link=\"east->west\"} 0.25"));
     EXPECT_TRUE(
         has("atlas_arbiter_flow_bytes_total{link=\"east->west\",session=\"3\",flow=\"1\","
