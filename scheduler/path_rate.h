@@ -12,7 +12,9 @@
 // quantile, not the maximum, of the recent samples:
 //
 //     estimate = the kQuantile-th of the samples of the last window_ns (at most kSamples;
-//                the newest min_samples within max_age_ns when the window has fewer)
+//                the newest min_samples within max_age_ns when the window has fewer), or
+//                the median of the newest min_samples when all of them lie more than
+//                kShiftPct above it or all below (a level shift: the path changed)
 //
 // Bias: under fair sharing by k flows most samples are 1/k of the rate and the estimate sits
 // low; under temporal sharing (one flow owns the link per grant) samples are the rate. A low
@@ -54,6 +56,9 @@ class PathRate {
     static constexpr size_t kSamples = 16;
     // The estimate's quantile of the window's samples, in percent.
     static constexpr unsigned kQuantilePct = 75;
+    // A level shift: the newest min_samples samples all this far (percent) above or below
+    // the quantile make their median the estimate.
+    static constexpr unsigned kShiftPct = 15;
 
     explicit PathRate(PathRateConfig config = {}) : config_(config) {}
 

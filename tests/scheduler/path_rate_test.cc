@@ -88,6 +88,45 @@ TEST(PathRate, FollowsARateDropWithinTheWindow) {
     EXPECT_EQ(p.bitsPerSec(t + 11 * kNsPerSec), 0u);
 }
 
+TEST(PathRate, ALevelShiftIsFollowedAfterThreeSamplesNotTheWindow) {
+    // Dense samples at 1 Gbit/s, then the path drops to 0.5 and samples come every 500 ms (64
+    // MiB-ish messages): the window still holds a dozen old samples when three new ones are
+    // in, and the quantile alone would wait for them to age out (3 s).
+    PathRate p;
+    Nanos t = 0;
+    for (int i = 0; i < 16; ++i) {
+        train(p, 4 * kMiB, 1.0, t += 100 * kMs);
+    }
+    const Nanos drop = t;
+    train(p, 32 * kMiB, 0.5, t += 500 * kMs);
+    train(p, 32 * kMiB, 0.52, t += 500 * kMs);
+    EXPECT_NEAR(static_cast<double>(p.bitsPerSec(t)), 1e9, 1e6) << "two samples are no shift";
+    train(p, 32 * kMiB, 0.48, t += 500 * kMs);
+    EXPECT_NEAR(static_cast<double>(p.bitsPerSec(t)), 0.5e9, 1e6)
+        << "the median of the three newest, " << (t - drop) / kMs << " ms after the drop";
+    // Upward too: the shared trains of the first, unheld grants, then exclusive ones (the
+    // quantile of 12 shares and 3 exclusive trains is still a share).
+    PathRate u;
+    t = 0;
+    for (int i = 0; i < 12; ++i) {
+        train(u, 2 * kMiB, 0.25, t += 30 * kMs);
+    }
+    for (int i = 0; i < 3; ++i) {
+        train(u, 2 * kMiB, 0.96, t += 30 * kMs);
+    }
+    EXPECT_NEAR(static_cast<double>(u.bitsPerSec(t)), 0.96e9, 1e6);
+    // Newest samples that straddle the quantile are no shift: the quantile stands.
+    PathRate q;
+    t = 0;
+    for (int i = 0; i < 12; ++i) {
+        train(q, 4 * kMiB, 1.0, t += 100 * kMs);
+    }
+    train(q, 4 * kMiB, 0.5, t += 100 * kMs);
+    train(q, 4 * kMiB, 1.3, t += 100 * kMs);
+    train(q, 4 * kMiB, 0.5, t += 100 * kMs);
+    EXPECT_NEAR(static_cast<double>(q.bitsPerSec(t)), 1e9, 1e6);
+}
+
 TEST(PathRate, SparseSamplesKeepAnEstimate) {
     // 64 MiB messages at 0.5 Gbit/s, one every 1.6 s: a 3 s window holds two samples.
     PathRate p;
