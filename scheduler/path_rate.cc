@@ -61,7 +61,7 @@ uint64_t PathRate::bitsPerSec(Nanos now_ns) const {
     // ends about once a second, and a 1 -> 0.5 Gbit/s step settled 7.2-8.4 s after it
     // (measured, scripts/bench-rate-step). One stray sample (a compressed train) moves
     // nothing: it takes min_samples in a row.
-    if (k == config_.min_samples && k > 0) {
+    if (k > 0) {  // k == min_samples: fewer live samples returned above
         const auto beyond = [&](bool above) {
             return std::all_of(newest.begin(), newest.begin() + static_cast<std::ptrdiff_t>(k),
                                [&](uint64_t v) {
