@@ -130,6 +130,22 @@ Result<LinkSnapshot> parseLinkStats(std::string_view text) {
     return s;
 }
 
+Result<json> awaitStatsDocument(const std::string& path, uint64_t newer_than_seq,
+                                Nanos timeout_ns) {
+    const Nanos deadline = monotonicNowNs() + timeout_ns;
+    do {
+        json j = json::parse(readAll(path), nullptr, /*allow_exceptions=*/false);
+        const json* seq = j.is_discarded() ? nullptr : field(j, "seq");
+        if (seq != nullptr && seq->is_number_unsigned() && seq->get<uint64_t>() > newer_than_seq) {
+            return j;
+        }
+        ::usleep(1000);
+    } while (monotonicNowNs() < deadline);
+    return Status(Code::kTimeout, "atlas-wanem did not write a stats document newer than seq " +
+                                      std::to_string(newer_than_seq) + " to " + path + " within " +
+                                      std::to_string(timeout_ns / kNsPerMs) + " ms");
+}
+
 Result<LinkSnapshot> snapshotLink(const LinkSource& src, Nanos timeout_ns) {
     uint64_t before = 0;
     if (auto old = parseLinkStats(readAll(src.path))) {
@@ -139,22 +155,11 @@ Result<LinkSnapshot> snapshotLink(const LinkSource& src, Nanos timeout_ns) {
         return Status::fromErrno("signal atlas-wanem pid " + std::to_string(src.pid), errno,
                                  errno == ESRCH ? Code::kUnavailable : Code::kSystem);
     }
-    const Nanos deadline = monotonicNowNs() + timeout_ns;
-    Status last = bad(src.path + " was not written");
-    while (monotonicNowNs() < deadline) {
-        auto now = parseLinkStats(readAll(src.path));
-        if (now && now->seq > before) {
-            return now;
-        }
-        if (!now) {
-            last = now.status();
-        }
-        ::usleep(1000);
+    auto doc = awaitStatsDocument(src.path, before, timeout_ns);
+    if (!doc) {
+        return doc.status();
     }
-    return Status(Code::kTimeout, "atlas-wanem pid " + std::to_string(src.pid) +
-                                      " did not rewrite " + src.path + " within " +
-                                      std::to_string(timeout_ns / kNsPerMs) + " ms (" +
-                                      last.message() + ")");
+    return parseLinkStats(doc->dump());
 }
 
 Result<std::vector<DirectionUse>> linkUse(const LinkSnapshot& before, const LinkSnapshot& after,

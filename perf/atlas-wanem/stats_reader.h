@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "atlas/common/clock.h"
 #include "atlas/common/status.h"
 
@@ -50,8 +52,15 @@ struct LinkSnapshot {
 // of the wrong type (the file is another program's output: nothing in it is trusted).
 Result<LinkSnapshot> parseLinkStats(std::string_view text);
 
-// Signals `src.pid` (SIGUSR1) and waits until its stats file shows a newer seq, at most
-// `timeout_ns`. kUnavailable when the process is gone, kTimeout when the file did not move.
+// The document in `path` once its seq exceeds `newer_than_seq` (the emulator rewrites the
+// file atomically), polling for at most `timeout_ns`; kTimeout naming the file otherwise.
+// Only the seq is checked: callers that trust nothing else parse it (parseLinkStats).
+Result<nlohmann::json> awaitStatsDocument(const std::string& path, uint64_t newer_than_seq,
+                                          Nanos timeout_ns);
+
+// Signals `src.pid` (SIGUSR1) and waits until its stats file shows a newer seq than the one
+// on disk, at most `timeout_ns`, then parses it. kUnavailable when the process is gone,
+// kTimeout when the file did not move.
 Result<LinkSnapshot> snapshotLink(const LinkSource& src, Nanos timeout_ns);
 
 // What one direction did over a window.

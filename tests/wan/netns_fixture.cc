@@ -1,5 +1,7 @@
 #include "tests/wan/netns_fixture.h"
 
+#include "perf/atlas-wanem/stats_reader.h"
+
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -232,19 +234,11 @@ Status EmulatedLink::start(const std::vector<std::string>& args) {
 }
 
 Result<nlohmann::json> EmulatedLink::readStats(uint64_t newer_than_seq) {
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (std::chrono::steady_clock::now() < deadline) {
-        std::ifstream in(dir_ + "/stats.json");
-        if (in) {
-            auto j = nlohmann::json::parse(in, nullptr, false);
-            if (!j.is_discarded() && j.value("seq", uint64_t{0}) > newer_than_seq) {
-                last_seq_ = j["seq"].get<uint64_t>();
-                return j;
-            }
-        }
-        std::this_thread::sleep_for(5ms);
+    auto j = awaitStatsDocument(dir_ + "/stats.json", newer_than_seq, 5 * kNsPerSec);
+    if (j) {
+        last_seq_ = (*j)["seq"].get<uint64_t>();
     }
-    return Status(Code::kTimeout, "no new stats document from atlas-wanem");
+    return j;
 }
 
 Result<nlohmann::json> EmulatedLink::stats() {

@@ -1,5 +1,7 @@
 #include "tests/wan/wan_plugin_testbed.h"
 
+#include "perf/atlas-wanem/stats_reader.h"
+
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -198,19 +200,11 @@ Result<nlohmann::json> PluginTestbed::stats() {
     if (emulator_pid_ <= 0 || kill(emulator_pid_, SIGUSR1) != 0) {
         return Status(Code::kInternal, "the emulator is not running");
     }
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (std::chrono::steady_clock::now() < deadline) {
-        std::ifstream in(stats_path_);
-        if (in) {
-            auto j = nlohmann::json::parse(in, nullptr, false);
-            if (!j.is_discarded() && j.value("seq", uint64_t{0}) > last_seq_) {
-                last_seq_ = j["seq"].get<uint64_t>();
-                return j;
-            }
-        }
-        std::this_thread::sleep_for(5ms);
+    auto j = wanem::awaitStatsDocument(stats_path_, last_seq_, 5 * kNsPerSec);
+    if (j) {
+        last_seq_ = (*j)["seq"].get<uint64_t>();
     }
-    return Status(Code::kTimeout, "no new counters from atlas-wanem within 5 s");
+    return j;
 }
 
 abi::EnvVars wanPluginEnv(int timeout_ms, const abi::EnvVars& extra) {
