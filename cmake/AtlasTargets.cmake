@@ -54,11 +54,15 @@ function(atlas_executable name)
     target_link_libraries(${name} PRIVATE atlas::build_flags ${A_LIBS})
 endfunction()
 
-# atlas_add_test(name SOURCES ... LIBS ... LABELS ... [TIMEOUT s] [NO_GTEST_MAIN])
+# atlas_add_test(name SOURCES ... LIBS ... LABELS ... [TIMEOUT s] [NO_GTEST_MAIN] [SERIAL])
 # Labels: unit, loopback, abi, wan, channel, bubbletea, sim, tsan (also run under TSan), slow.
 # One ctest entry per binary; the binary itself runs many gtest cases.
+# SERIAL: ctest runs the binary with no other test beside it (RUN_SERIAL). For the few tests
+# that assert a time or a rate the machine itself must deliver (an emulated RTT within 1 ms,
+# TCP at a rate cap): on a 2-core runner a neighbouring test starves their endpoints, and the
+# bound would then measure the neighbour, not the code under test.
 function(atlas_add_test name)
-    cmake_parse_arguments(T "NO_GTEST_MAIN" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS;ENV" ${ARGN})
+    cmake_parse_arguments(T "NO_GTEST_MAIN;SERIAL" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS;ENV" ${ARGN})
     add_executable(${name} ${T_SOURCES})
     if(ATLAS_UNITY_TESTS)
         # One batch per suite; a file that cannot share a unit with the others sets
@@ -76,6 +80,9 @@ function(atlas_add_test name)
     add_test(NAME ${name} COMMAND ${name} ${T_ARGS})
     set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
                          ENVIRONMENT "ATLAS_TEST_BINARY_DIR=${CMAKE_BINARY_DIR};${T_ENV}")
+    if(T_SERIAL)
+        set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
+    endif()
     foreach(label IN LISTS T_LABELS)
         set_property(GLOBAL APPEND PROPERTY ATLAS_LABEL_TARGETS_${label} ${name})
         set_property(GLOBAL APPEND PROPERTY ATLAS_ALL_LABELS ${label})

@@ -95,6 +95,60 @@ std::optional<std::string> wanSkipReason() {
     return std::nullopt;
 }
 
+bool StealMeter::read(uint64_t& steal, uint64_t& total) {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    in >> cpu;
+    if (cpu != "cpu") {
+        return false;
+    }
+    // user nice system idle iowait irq softirq steal (guest time is inside user)
+    uint64_t v[8] = {};
+    for (uint64_t& x : v) {
+        in >> x;
+    }
+    if (!in) {
+        return false;
+    }
+    steal = v[7];
+    total = 0;
+    for (uint64_t x : v) {
+        total += x;
+    }
+    return true;
+}
+
+StealMeter::StealMeter() : ok_(read(steal0_, total0_)) {}
+
+double StealMeter::stolenFraction() const {
+    uint64_t steal = 0, total = 0;
+    if (!ok_ || !read(steal, total) || total <= total0_) {
+        return 0;
+    }
+    return static_cast<double>(steal - steal0_) / static_cast<double>(total - total0_);
+}
+
+TimedVerdict runTimedRounds(int max_rounds, const std::function<TimedRound()>& round,
+                            std::string* log) {
+    int failed = 0;
+    for (int r = 0; r < max_rounds; ++r) {
+        const StealMeter meter;
+        const TimedRound res = round();
+        const double stolen = meter.stolenFraction();
+        const bool conclusive = res.premise && stolen < kMaxStealFraction;
+        std::ostringstream line;
+        line << "round " << r << ": " << res.figures << ", " << static_cast<int>(stolen * 100)
+             << " % of the CPU stolen"
+             << (conclusive ? (res.within ? "" : ", out of bounds") : ", inconclusive") << "\n";
+        *log += line.str();
+        if (conclusive && res.within) {
+            return TimedVerdict::kPassed;
+        }
+        failed += conclusive ? 1 : 0;
+    }
+    return failed > 0 ? TimedVerdict::kFailed : TimedVerdict::kAllStolen;
+}
+
 int runCommand(const std::vector<std::string>& argv, std::string* output) {
     int pipefd[2] = {-1, -1};
     if (output != nullptr && pipe2(pipefd, O_CLOEXEC) != 0) {

@@ -1,7 +1,7 @@
 // atlas-wanem end to end: two namespaces, the real emulator process, real TCP through it.
-// Checks the emulated RTT, the rate cap, per-segment loss (with the TCP stream arriving
-// complete and uncorrupted), clean failures, and that the devices vanish with the process.
-// Skips (with the reason) when not root, without /dev/net/tun, or without `ip netns`.
+// Checks the emulated RTT, the rate cap (UDP overload; TCP through it), per-segment loss (with the
+// TCP stream arriving complete and uncorrupted), clean failures, and that the devices vanish with
+// the process. Skips (with the reason) when not root, without /dev/net/tun, or without `ip netns`.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -166,23 +166,38 @@ TEST_P(WanEmulatorRtt, MatchesConfiguredRttWithinOneMs) {
     EmulatedLink link(uniquePrefix());
     ASSERT_TRUE(link.start({"--delay-ms", GetParam().delay, "--rt-priority", "10"}).isOk());
     const double want = GetParam().rtt_ms;
-    // The emulator runs SCHED_FIFO so the compilers sharing this 2-core VM do not delay
-    // it. The median of 15 samples is compared, and a round may be repeated (up to 3) in
-    // case something still stole the CPU; an emulator that delays wrongly fails every round.
-    double med = NAN, lo = NAN;
-    for (int round = 0; round < 3; ++round) {
-        const auto s = icmpRtts(link, 15);
-        ASSERT_EQ(s.size(), 15u) << "echoes failed through the emulated link";
-        med = median(s);
-        lo = *std::min_element(s.begin(), s.end());
-        EXPECT_GE(lo, want - 0.05) << "a packet was delivered before its delay";
-        if (std::fabs(med - want) <= 1.0) {
-            break;
-        }
+    // The emulator runs SCHED_FIFO so the compilers sharing this 2-core VM do not delay it.
+    // Each round compares the median of 15 echoes; rounds the hypervisor stole from do not
+    // count (runTimedRounds). No echo may ever arrive early, in any round.
+    std::string log;
+    const TimedVerdict verdict = runTimedRounds(
+        5,
+        [&] {
+            const auto s = icmpRtts(link, 15);
+            EXPECT_EQ(s.size(), 15u) << "echoes failed through the emulated link";
+            TimedRound r;
+            r.premise = s.size() == 15;
+            if (s.empty()) {
+                return r;
+            }
+            const double med = median(s);
+            const double lo = *std::min_element(s.begin(), s.end());
+            EXPECT_GE(lo, want - 0.05) << "a packet was delivered before its delay";
+            r.within = std::fabs(med - want) <= 1.0;
+            char buf[96];
+            std::snprintf(buf, sizeof(buf), "median %.3f ms, min %.3f ms", med, lo);
+            r.figures = buf;
+            RecordProperty("rtt_median_ms", std::to_string(med));
+            return r;
+        },
+        &log);
+    std::printf("configured RTT %.1f ms:\n%s", want, log.c_str());
+    if (verdict == TimedVerdict::kAllStolen) {
+        GTEST_SKIP() << "the hypervisor took the CPU in every round:\n" << log;
     }
-    EXPECT_NEAR(med, want, 1.0) << "median ICMP echo RTT";
-    RecordProperty("rtt_median_ms", std::to_string(med));
-    std::printf("configured RTT %.1f ms: median %.3f ms, min %.3f ms\n", want, med, lo);
+    EXPECT_EQ(verdict, TimedVerdict::kPassed)
+        << "median ICMP echo RTT not within 1 ms of " << want << " ms:\n"
+        << log;
     auto fin = link.stop();
     ASSERT_TRUE(fin.isOk());
     EXPECT_EQ((*fin)["final"], true);
@@ -319,7 +334,150 @@ class Bulk {
     std::atomic<uint64_t> sent_{0}, received_{0};
 };
 
-TEST(WanEmulator, RateCapHoldsWithinFivePercent) {
+// UDP datagrams from A to B offered at `offered_mbit`, paced in 1 ms rounds (a round that
+// starts late sends what it owes, at most 20 ms worth), counted at the receiver.
+class UdpFlood {
+  public:
+    UdpFlood(const EmulatedLink& link, uint16_t port, double offered_mbit) {
+        (void)runInNamespace(link.nsB(), [&] { rx_fd_ = socket(AF_INET, SOCK_DGRAM, 0); });
+        (void)runInNamespace(link.nsA(), [&] { tx_fd_ = socket(AF_INET, SOCK_DGRAM, 0); });
+        const sockaddr_in sa = addrOf(EmulatedLink::kAddrB, port);
+        ok_ = rx_fd_ >= 0 && tx_fd_ >= 0 &&
+              bind(rx_fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) == 0 &&
+              connect(tx_fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) == 0;
+        if (!ok_) {
+            return;
+        }
+        timeval tv{0, 200000};
+        setsockopt(rx_fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        threads_.emplace_back([this] { receive(); });
+        threads_.emplace_back([this, offered_mbit] { send(offered_mbit); });
+    }
+    ~UdpFlood() {
+        stop();
+        for (int fd : {rx_fd_, tx_fd_}) {
+            if (fd >= 0) {
+                close(fd);
+            }
+        }
+    }
+    bool ok() const { return ok_; }
+    uint64_t sentBytes() const { return sent_.load(); }
+    uint64_t receivedBytes() const { return received_.load(); }
+    void stop() {
+        stop_ = true;
+        for (auto& t : threads_) {
+            t.join();
+        }
+        threads_.clear();
+    }
+
+    static constexpr size_t kPayload = 1472;  // a 1500-byte IP packet
+
+  private:
+    void send(double offered_mbit) {
+        const std::vector<uint8_t> payload(kPayload, 0x5a);
+        const double per_ms = offered_mbit * 1e6 / 8 / 1e3 / (kPayload + 28);
+        const auto t0 = Clock::now();
+        double owed = 0;
+        auto last = t0;
+        while (!stop_) {
+            const auto now = Clock::now();
+            owed = std::min(
+                owed + per_ms * std::chrono::duration<double, std::milli>(now - last).count(),
+                per_ms * 20);
+            last = now;
+            for (; owed >= 1; owed -= 1) {
+                if (::send(tx_fd_, payload.data(), payload.size(), 0) > 0) {
+                    sent_ += kPayload;
+                }
+            }
+            std::this_thread::sleep_for(1ms);
+        }
+    }
+    void receive() {
+        std::vector<uint8_t> buf(65536);
+        while (!stop_) {
+            const ssize_t n = recv(rx_fd_, buf.data(), buf.size(), 0);
+            if (n > 0) {
+                received_ += static_cast<uint64_t>(n);
+            }
+        }
+    }
+
+    int rx_fd_ = -1, tx_fd_ = -1;
+    bool ok_ = false;
+    std::atomic<bool> stop_{false};
+    std::atomic<uint64_t> sent_{0}, received_{0};
+    std::vector<std::thread> threads_;
+};
+
+// The cap itself, with an offered load that is sure to exceed it: UDP at 1.5x the cap keeps
+// the bottleneck's buffer full, so what the emulator delivers, by its own clock between two
+// snapshots, must be the cap. TCP's own goodput (congestion control, the endpoints' CPU) is
+// not part of this check; see the TCP test below and the benchmarks.
+TEST(WanEmulator, RateCapIsTheDeliveredRateUnderOverload) {
+    SKIP_IF_NO_WAN();
+    EmulatedLink link(uniquePrefix());
+    constexpr double kCapMbit = 300;
+    ASSERT_TRUE(link.start({"--delay-ms", "5", "--rate-mbit", "300", "--buf-ms", "10",
+                            "--rt-priority", "10"})
+                    .isOk());
+    UdpFlood flood(link, 15150, kCapMbit * 1.5);
+    ASSERT_TRUE(flood.ok());
+    std::this_thread::sleep_for(300ms);  // the buffer fills within its 10 ms
+    const auto dir = [](const nlohmann::json& j) { return j["directions"]["a2b"]; };
+    const auto num = [](const nlohmann::json& j) { return j.get<double>(); };
+    std::string log;
+    const TimedVerdict verdict = runTimedRounds(
+        5,
+        [&] {
+            TimedRound r;
+            auto s0 = link.stats();
+            std::this_thread::sleep_for(2s);
+            auto s1 = link.stats();
+            EXPECT_TRUE(s0.isOk() && s1.isOk());
+            if (!s0.isOk() || !s1.isOk()) {
+                r.premise = false;
+                return r;
+            }
+            const double secs = num((*s1)["uptime_s"]) - num((*s0)["uptime_s"]);
+            const auto delta = [&](const char* a, const char* b) {
+                return num(dir(*s1)[a][b]) - num(dir(*s0)[a][b]);
+            };
+            const double offered_mbit = delta("rx", "bytes") * 8 / secs / 1e6;
+            const double delivered_mbit = delta("tx", "bytes") * 8 / secs / 1e6;
+            const double drops = num(dir(*s1)["drops"]["queue"]["segments"]) -
+                                 num(dir(*s0)["drops"]["queue"]["segments"]);
+            // Never above the cap, stolen CPU or not: lateness only ever lowers it.
+            EXPECT_LE(delivered_mbit, kCapMbit * 1.02) << "delivered more than the cap";
+            // Overload is the premise: without it the bound would measure the sender.
+            r.premise = offered_mbit > kCapMbit * 1.1 && drops > 0;
+            r.within = std::fabs(delivered_mbit - kCapMbit) <= kCapMbit * 0.02;
+            char buf[128];
+            std::snprintf(buf, sizeof(buf), "offered %.1f, delivered %.1f Mbit/s, %.0f queue drops",
+                          offered_mbit, delivered_mbit, drops);
+            r.figures = buf;
+            RecordProperty("delivered_mbit", std::to_string(delivered_mbit));
+            return r;
+        },
+        &log);
+    flood.stop();
+    std::printf("rate cap %.0f Mbit/s under UDP overload:\n%s", kCapMbit, log.c_str());
+    EXPECT_GT(flood.receivedBytes(), 0u);
+    EXPECT_LE(flood.receivedBytes(), flood.sentBytes());
+    if (verdict == TimedVerdict::kAllStolen) {
+        GTEST_SKIP() << "no round was conclusive (stolen CPU or no overload):\n" << log;
+    }
+    EXPECT_EQ(verdict, TimedVerdict::kPassed) << "delivered rate not within 2 % of the cap:\n"
+                                              << log;
+}
+
+// TCP through the cap: every byte arrives uncorrupted and the emulator never admits more
+// than the cap. How close TCP gets to the cap depends on its congestion control and on the
+// endpoints' CPU (bbr here measured 0.88-1.0 of it alone, 0.85 beside another test), so the
+// floor is only that TCP uses most of the link; the exact cap is the UDP test above.
+TEST(WanEmulator, TcpThroughTheCapArrivesWholeAndNeverExceedsIt) {
     SKIP_IF_NO_WAN();
     EmulatedLink link(uniquePrefix());
     constexpr double kCapMbit = 300;
@@ -329,35 +487,54 @@ TEST(WanEmulator, RateCapHoldsWithinFivePercent) {
     Bulk bulk(link, 15100, 4);
     ASSERT_TRUE(bulk.ok());
     std::this_thread::sleep_for(1500ms);  // past slow start
-    auto s0 = link.stats();
-    const uint64_t r0 = bulk.received();
-    const auto t0 = Clock::now();
-    std::this_thread::sleep_for(3s);
-    auto s1 = link.stats();
-    const uint64_t r1 = bulk.received();
-    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    ASSERT_TRUE(s0.isOk() && s1.isOk());
-    bulk.finish();
-    EXPECT_FALSE(bulk.corrupt());
-    EXPECT_EQ(bulk.received(), bulk.sent());
-
     // The cap counts wire bytes (IP headers per segment): with 1448-byte payloads in
     // 1500-byte packets the best possible goodput is 1448/1500 of the cap.
-    const double goodput_mbit = static_cast<double>(r1 - r0) * 8 / secs / 1e6;
     const double best = kCapMbit * 1448.0 / 1500.0;
-    EXPECT_NEAR(goodput_mbit, best, 0.05 * best) << "TCP goodput through a 300 Mbit/s cap";
     const auto wire = [](const nlohmann::json& j) {
         return j["directions"]["a2b"]["wire_bytes"].get<uint64_t>();
     };
-    // Wire bytes over the emulator's own clock between its two snapshots; counted at
-    // admission, so at most one buffer (10 ms) ahead of what left the bottleneck.
-    const double emu_secs = (*s1)["uptime_s"].get<double>() - (*s0)["uptime_s"].get<double>();
-    const double wire_mbit = static_cast<double>(wire(*s1) - wire(*s0)) * 8 / emu_secs / 1e6;
-    EXPECT_LE(wire_mbit, kCapMbit * 1.02) << "the emulator admitted more than the cap";
-    EXPECT_GE(wire_mbit, kCapMbit * 0.95);
-    RecordProperty("goodput_mbit", std::to_string(goodput_mbit));
-    std::printf("rate cap 300 Mbit/s: goodput %.1f Mbit/s (best %.1f), wire %.1f Mbit/s\n",
-                goodput_mbit, best, wire_mbit);
+    std::string log;
+    const TimedVerdict verdict = runTimedRounds(
+        3,
+        [&] {
+            TimedRound r;
+            auto s0 = link.stats();
+            const uint64_t r0 = bulk.received();
+            const auto t0 = Clock::now();
+            std::this_thread::sleep_for(2s);
+            auto s1 = link.stats();
+            const uint64_t r1 = bulk.received();
+            const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+            EXPECT_TRUE(s0.isOk() && s1.isOk());
+            if (!s0.isOk() || !s1.isOk()) {
+                r.premise = false;
+                return r;
+            }
+            const double goodput_mbit = static_cast<double>(r1 - r0) * 8 / secs / 1e6;
+            // Wire bytes over the emulator's own clock between its two snapshots; counted at
+            // admission, so at most one buffer (10 ms) ahead of what left the bottleneck.
+            const double emu_secs =
+                (*s1)["uptime_s"].get<double>() - (*s0)["uptime_s"].get<double>();
+            const double wire_mbit =
+                static_cast<double>(wire(*s1) - wire(*s0)) * 8 / emu_secs / 1e6;
+            EXPECT_LE(wire_mbit, kCapMbit * 1.02) << "the emulator admitted more than the cap";
+            r.within = goodput_mbit >= 0.5 * best;
+            char buf[96];
+            std::snprintf(buf, sizeof(buf), "goodput %.1f Mbit/s (best %.1f), wire %.1f Mbit/s",
+                          goodput_mbit, best, wire_mbit);
+            r.figures = buf;
+            RecordProperty("goodput_mbit", std::to_string(goodput_mbit));
+            return r;
+        },
+        &log);
+    bulk.finish();
+    EXPECT_FALSE(bulk.corrupt());
+    EXPECT_EQ(bulk.received(), bulk.sent());
+    std::printf("TCP through a %.0f Mbit/s cap:\n%s", kCapMbit, log.c_str());
+    if (verdict == TimedVerdict::kAllStolen) {
+        GTEST_SKIP() << "the hypervisor took the CPU in every round:\n" << log;
+    }
+    EXPECT_EQ(verdict, TimedVerdict::kPassed) << "TCP used under half of the capped link:\n" << log;
 }
 
 TEST(WanEmulator, LossIsPerSegmentAndTcpStillDeliversEveryByte) {
