@@ -33,6 +33,14 @@ size_t PathRate::live(Nanos now_ns, std::array<uint64_t, kSamples>* bps) const {
     return n;
 }
 
+bool PathRate::consistent() const {
+    // Times are monotonic ns, never negative: `now - at` cannot overflow for any now >= 0.
+    return next_ < kSamples && count_ <= kSamples && config_.min_samples >= 1 &&
+           config_.min_samples <= kSamples && config_.window_ns > 0 &&
+           config_.max_age_ns >= config_.window_ns && config_.min_dispersion_ns > 0 &&
+           std::all_of(ring_.begin(), ring_.end(), [](const Sample& s) { return s.at_ns >= 0; });
+}
+
 size_t PathRate::samples(Nanos now_ns) const {
     return live(now_ns, nullptr);
 }

@@ -24,7 +24,9 @@
 // first grants are never held on a guess. Old samples age out, so a rate change (1 -> 0.5
 // Gbit/s) is followed once most samples in the window come from the new rate.
 //
-// Pure: no clock, no lock, no I/O; times are the caller's monotonic ns.
+// Pure: no clock, no lock, no I/O; times are the caller's monotonic ns. Trivially copyable
+// and without pointers, so one can live in the node segment and pool the samples of every
+// process of the node (plugin/wan/shm_layout.h).
 #pragma once
 
 #include <array>
@@ -69,6 +71,9 @@ class PathRate {
     uint64_t bitsPerSec(Nanos now_ns) const;
     size_t samples(Nanos now_ns) const;
     const PathRateConfig& config() const { return config_; }
+    // The state's invariants (ring indices in range, a config the estimate can run on): a
+    // PathRate kept in shared memory (the node segment) is checked before use.
+    bool consistent() const;
 
   private:
     struct Sample {

@@ -130,11 +130,13 @@ std::shared_ptr<ArbiterClient> WanAdmission::arbiterClient() {
     return client_;
 }
 
-std::shared_ptr<LinkRate> WanAdmission::rateForLocked(const std::string& link) {
+std::shared_ptr<LinkRate> WanAdmission::rateForLocked(const std::string& link,
+                                                      std::shared_ptr<RatePool> pool) {
     auto& rate = rates_[link];
     if (!rate) {
         if (config_.measure_rate) {
-            rate = std::make_shared<MeasuredLinkRate>(config_.link_bps, link, logger_);
+            rate = std::make_shared<MeasuredLinkRate>(config_.link_bps, link, logger_,
+                                                      std::move(pool));
         } else {
             rate = std::make_shared<FixedLinkRate>(config_.link_bps);
         }
@@ -233,7 +235,9 @@ AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, i
         }
         it = shm_.emplace(name, std::move(opened.value())).first;
     }
-    auto gate = it->second->makeGate(r.cls, comm.waker(), rateForLocked(r.verdict.link));
+    // The node's processes pool their trains of this link in its segment.
+    auto gate = it->second->makeGate(r.cls, comm.waker(),
+                                     rateForLocked(r.verdict.link, it->second->ratePool()));
     if (!gate) {
         ATLAS_LOG_WARN(logger_,
                        "node-local arbitration for link %s: %s; this flow sends "

@@ -114,7 +114,10 @@ class WanAdmission {
   private:
     // The rate the gates of `link` hold grants by (HoldingGate): one object per link, shared
     // by its gates, measured or fixed (link_rate.h).
-    std::shared_ptr<LinkRate> rateForLocked(const std::string& link);
+    // The link's rate, made at the first use (`pool`: where its samples go, null: this
+    // process's own).
+    std::shared_ptr<LinkRate> rateForLocked(const std::string& link,
+                                            std::shared_ptr<RatePool> pool = nullptr);
 
     WanConfig config_;
     Logger logger_;

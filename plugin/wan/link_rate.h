@@ -3,19 +3,23 @@
 //
 //  - MeasuredLinkRate (ATLAS_LINK_RATE=measured, the default): learned from the message
 //    trains the receivers report in their confirmations (docs/protocol.md "Confirmation"),
-//    by the one estimator sched::PathRate, shared by every flow of the link in this process.
-//    ATLAS_LINK_GBPS, when set, caps it and stands in until enough samples arrived.
+//    by the one estimator sched::PathRate over a RatePool: the samples of this process
+//    (LocalRatePool), or of every process of the node (the node segment's pool, ShmArbiter::
+//    ratePool(), under node-local arbitration). ATLAS_LINK_GBPS, when set, caps it and
+//    stands in until enough samples arrived.
 //  - FixedLinkRate (ATLAS_LINK_RATE=fixed): ATLAS_LINK_GBPS as typed (0 = unknown: a grant
 //    goes back as soon as the flow's queue is in the kernel).
 //
 // Threads: bitsPerSec() is called by engine threads on every release of a grant, so it is
 // lock-free (an atomic load). addSample() runs on engine threads when a confirmation carries
-// a train (a few per message at most); it takes a mutex no reader waits on. Implementations
+// a train (a few per message at most); it takes the pool's lock (a mutex no reader waits on,
+// or the node segment's) for the estimate's O(samples) update. Implementations
 // live as long as any gate holding them (shared_ptr).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -47,29 +51,59 @@ class FixedLinkRate final : public LinkRate {
     const uint64_t bps_;
 };
 
+// Where a link's trains are pooled, and the estimate over them. Pooling matters: a process
+// whose own flows saw only shared trains (its first grants, before any hold) learns the rate
+// from its neighbours' exclusive ones instead of creeping up from its own low estimate
+// (measured: two stage processes took 30 s to reach 0.9 Gbit/s while the others of the
+// node had it after 5 s; docs/arbitration.md "Measured link rate").
+class RatePool {
+  public:
+    virtual ~RatePool() = default;
+    // One train of `bytes` that arrived between first_ns and last_ns. Returns the estimate
+    // after it (0 = unknown) and, in *live, how many samples it rests on.
+    virtual uint64_t add(uint64_t bytes, Nanos first_ns, Nanos last_ns, size_t* live) = 0;
+    // The estimate as of the last add by anyone (0 = unknown). Lock-free.
+    virtual uint64_t estimate() const = 0;
+    virtual const sched::PathRateConfig& config() const = 0;
+};
+
+// This process's own samples.
+class LocalRatePool final : public RatePool {
+  public:
+    explicit LocalRatePool(sched::PathRateConfig config = {}) : path_(config) {}
+    uint64_t add(uint64_t bytes, Nanos first_ns, Nanos last_ns, size_t* live) override;
+    uint64_t estimate() const override { return estimate_.load(std::memory_order_relaxed); }
+    const sched::PathRateConfig& config() const override { return path_.config(); }
+
+  private:
+    std::mutex mu_;
+    sched::PathRate path_;  // guarded by mu_
+    std::atomic<uint64_t> estimate_{0};
+};
+
 class MeasuredLinkRate final : public LinkRate {
   public:
     // `cap_bps`: ATLAS_LINK_GBPS (0 = none): the estimate never exceeds it, and it is the
     // rate while the estimate is unknown.
-    // `link` and `log`: the INFO line each time the estimate is first known, moves by a fifth
-    // or more, or is lost again (the estimate's trace; at most one line a second).
+    // `link` and `log`: the INFO line each time the estimate is first known, moves by a tenth
+    // or more, or is lost again (the estimate's trace; at most one line a second); every
+    // train at TRACE level.
+    // `pool`: where the samples go (null: a LocalRatePool of its own).
     MeasuredLinkRate(uint64_t cap_bps, std::string link = {}, Logger log = {},
-                     sched::PathRateConfig config = {})
-        : cap_bps_(cap_bps), link_(std::move(link)), log_(log), path_(config) {}
+                     std::shared_ptr<RatePool> pool = nullptr);
     uint64_t bitsPerSec(Nanos now_ns) const override;
     void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns) override;
     // The estimate alone (0 = unknown), for stats and traces.
-    uint64_t measuredBps() const { return measured_.load(std::memory_order_relaxed); }
+    uint64_t measuredBps() const { return pool_->estimate(); }
 
   private:
     const uint64_t cap_bps_;
     const std::string link_;
     const Logger log_;
-    std::mutex mu_;
-    sched::PathRate path_;     // guarded by mu_
+    const std::shared_ptr<RatePool> pool_;
+    std::mutex mu_;            // the trace's state only
     uint64_t logged_bps_ = 0;  // guarded by mu_: the estimate the last trace line showed
     Nanos logged_at_ = -kNsPerSec;
-    std::atomic<uint64_t> measured_{0};
 };
 
 }  // namespace atlas::plugin::wan

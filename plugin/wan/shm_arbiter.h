@@ -106,6 +106,11 @@ class ShmArbiter {
     Snapshot snapshot();
     const std::string& path() const;
 
+    // The link's rate pool in the segment: trains reported to any process of the node feed
+    // one estimate (MeasuredLinkRate over it). While the segment is unusable, add() keeps
+    // nothing and the estimate stays what it was last.
+    std::shared_ptr<RatePool> ratePool();
+
     struct Impl;
 
   private:

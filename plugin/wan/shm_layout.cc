@@ -72,7 +72,22 @@ Status validateSegmentTable(const ShmSegment& seg) {
             return {Code::kInternal, "flow " + std::to_string(i) + " names no registered process"};
         }
     }
+    if (!seg.rate.consistent()) {
+        return {Code::kInternal, "the pooled link rate's state is out of range"};
+    }
     return Status::ok();
+}
+
+uint64_t addSegmentRateSample(ShmSegment& seg, uint64_t bytes, Nanos first_ns, Nanos last_ns,
+                              size_t* live) {
+    if (!seg.rate.consistent()) {
+        seg.rate = sched::PathRate();
+    }
+    seg.rate.addMessage(bytes, first_ns, last_ns);
+    const uint64_t bps = seg.rate.bitsPerSec(last_ns);
+    *live = seg.rate.samples(last_ns);
+    seg.rate_bps.store(bps, std::memory_order_relaxed);
+    return bps;
 }
 
 uint32_t repairSegmentTable(ShmSegment& seg) {
@@ -85,6 +100,11 @@ uint32_t repairSegmentTable(ShmSegment& seg) {
             fifo.close(i);
             ++fixes;
         }
+    }
+    if (!seg.rate.consistent()) {
+        seg.rate = sched::PathRate();
+        seg.rate_bps.store(0, std::memory_order_relaxed);
+        ++fixes;
     }
     return fixes;
 }

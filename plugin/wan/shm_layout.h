@@ -5,7 +5,8 @@
 // and one sched::TemporalEntry per flow, with the flow's admission priority: TemporalCore
 // runs over it, the same rule TemporalFifo runs in atlas-arbiter and atlas-sim), plus what
 // only the node needs: a table of processes (pid, start time, heartbeat, doorbell) and, per
-// flow, its owner and class.
+// flow, its owner and class; and the link's measured rate, pooled over every process of the
+// node (sched::PathRate, the estimator MeasuredLinkRate runs; plugin/wan/link_rate.h).
 //
 // Protocol (docs/arbitration.md):
 //  - Every field below `lock` except the atomics in ShmProc is guarded by it: a
@@ -36,6 +37,7 @@
 #include <type_traits>
 
 #include "atlas/common/status.h"
+#include "scheduler/path_rate.h"
 #include "scheduler/temporal_state.h"
 
 namespace atlas::plugin::wan {
@@ -43,7 +45,8 @@ namespace atlas::plugin::wan {
 inline constexpr uint64_t kShmMagic = 0x3142524153414c54ull;  // "TLASARB1" little-endian
 // 2: the FIFO is scheduler/'s TemporalLink + TemporalEntry[]; per-process start time atomic.
 // 3: TemporalEntry::priority (was reserved) and the header's max_wait_ns.
-inline constexpr uint32_t kShmVersion = 3;
+// 4: the pooled rate (rate, rate_bps) after the flows.
+inline constexpr uint32_t kShmVersion = 4;
 inline constexpr uint32_t kShmMaxProcs = 64;
 inline constexpr uint32_t kShmMaxFlows = 256;
 
@@ -88,9 +91,14 @@ struct ShmSegment {
     ShmProc procs[kShmMaxProcs];
     sched::TemporalEntry entries[kShmMaxFlows];  // the FIFO's per-flow state
     ShmFlow flows[kShmMaxFlows];
+    // The link's trains from every process of the node (guarded by lock), and its estimate
+    // after the last of them (written under lock, read lock-free by every release).
+    sched::PathRate rate;
+    std::atomic<uint64_t> rate_bps;
 };
 
 static_assert(std::is_standard_layout_v<ShmSegment>);
+static_assert(std::is_trivially_copyable_v<sched::PathRate>, "lives in the segment");
 static_assert(std::atomic<int32_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
@@ -117,16 +125,25 @@ inline sched::TemporalCore segmentFifo(ShmSegment& seg) {
     return sched::TemporalCore(seg.fifo, seg.entries);
 }
 
+// Lock held: adds one train to the pooled rate and publishes the estimate after it (also
+// *live: the samples it rests on). A rate state that fails PathRate::consistent() (another
+// process wrote anything) starts over first. Bounded, no syscalls. Used by the node's rate
+// pool (ShmArbiter::ratePool) and the fuzz target.
+uint64_t addSegmentRateSample(ShmSegment& seg, uint64_t bytes, Nanos first_ns, Nanos last_ns,
+                              size_t* live);
+
 // Checks a mapped segment's immutable header (magic, version, sizes, slot, lease, max wait) without
 // taking the lock. Errors name the problem and the fix. `size` is the mapping's size. Used at
 // attach time and by the fuzz target (fuzz_arbiter_shm).
 Status validateSegmentHeader(const void* base, size_t size);
 // Checks the guarded part: the FIFO's invariants (TemporalCore::validate: priorities in range
-// included), and every used flow naming a registered process. The caller holds the lock or owns the
+// included), every used flow naming a registered process, and the pooled rate's state
+// (PathRate::consistent). The caller holds the lock or owns the
 // bytes.
 Status validateSegmentTable(const ShmSegment& seg);
 // Restores what validateSegmentTable checks, with the least change (TemporalCore::repair;
-// a used flow of an invalid or free process is closed), counts a recovery and sets `sweep`.
+// a used flow of an invalid or free process is closed; an inconsistent rate starts over,
+// unknown), counts a recovery and sets `sweep`.
 // Bounded and free of syscalls: it runs inside the lock, after EOWNERDEAD. Returns the fixes.
 uint32_t repairSegmentTable(ShmSegment& seg);
 

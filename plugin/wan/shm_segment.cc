@@ -89,6 +89,7 @@ void initSegment(ShmSegment* s, Nanos slot_ns, Nanos lease_ns, Nanos max_wait_ns
     pthread_mutex_init(&s->lock, &attr);
     pthread_mutexattr_destroy(&attr);
     sched::TemporalCore::reset(s->fifo);  // entries are zero: unused
+    s->rate = sched::PathRate();          // no samples: unknown (rate_bps is zero)
 }
 
 // Opens an existing segment file: nullptr with *st ok when there is none (ENOENT).

@@ -6,7 +6,8 @@
 //    watchers run (TemporalCore over the segment's state) must stay inside the segment
 //    whatever the table holds; repairSegmentTable() must always end in a table that
 //    validateSegmentTable() accepts; and the operations must keep it valid from there on.
-//    A violation aborts (that is the finding).
+//    The pooled rate (op 4) goes through addSegmentRateSample, which must never index outside
+//    its ring whatever the segment held. A violation aborts (that is the finding).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -21,7 +22,8 @@ using atlas::plugin::wan::kShmMaxFlows;
 using atlas::plugin::wan::ShmSegment;
 
 // Script: 3 bytes per operation {op, entry, time step}; an open takes its priority from the
-// op byte's high bits (0..31: out-of-range values included, which open() clamps).
+// op byte's high bits (0..31: out-of-range values included, which open() clamps); op 4 adds
+// a train of (entry + 1) x 64 KiB over (time step + 1) x 100 us to the pooled rate.
 void runScript(ShmSegment& seg, const uint8_t* ops, size_t n, bool check) {
     atlas::sched::TemporalCore f = atlas::plugin::wan::segmentFifo(seg);
     atlas::Nanos now = 1'000'000;
@@ -41,8 +43,17 @@ void runScript(ShmSegment& seg, const uint8_t* ops, size_t n, bool check) {
             case 3:
                 f.close(e);
                 break;
-            default:
+            default: {
+                size_t live = 0;
+                const atlas::Nanos dispersion =
+                    (static_cast<atlas::Nanos>(ops[i + 2]) + 1) * 100'000;
+                (void)atlas::plugin::wan::addSegmentRateSample(
+                    seg, (static_cast<uint64_t>(e) + 1) << 16, now - dispersion, now, &live);
+                if (check && !seg.rate.consistent()) {
+                    std::abort();  // adding a sample broke the rate's invariants
+                }
                 break;
+            }
         }
         f.decidePriority(now, seg.slot_ns, seg.max_wait_ns);
         (void)f.holder();

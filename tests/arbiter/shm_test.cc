@@ -1,6 +1,7 @@
 // Node-local arbitration through shared memory: FIFO order, mutual exclusion across
 // processes, a SIGKILLed or stopped holder losing the link within the lease, repair after a
-// process died holding the mutex, and rejection of foreign or other-version segments.
+// process died holding the mutex, rejection of foreign or other-version segments, and the
+// link rate pooled across the node's processes.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "plugin/wan/link_rate.h"
 #include "plugin/wan/shm_arbiter.h"
 #include "plugin/wan/shm_layout.h"
 #include "plugin_host/plugin_host.h"
@@ -354,6 +356,8 @@ TEST_F(ShmTest, ValidationCatchesCorruptTablesAndRepairFixesThem) {
     s->lease_ns = kNsPerMs;
     s->max_wait_ns = kNsPerSec;
     sched::TemporalCore::reset(s->fifo);
+    EXPECT_FALSE(validateSegmentTable(*s).isOk()) << "a zeroed rate has no config to run on";
+    s->rate = sched::PathRate();
     EXPECT_TRUE(validateSegmentHeader(s, sizeof(ShmSegment)).isOk());
     EXPECT_TRUE(validateSegmentTable(*s).isOk());
     EXPECT_FALSE(validateSegmentHeader(s, sizeof(ShmSegment) - 1).isOk());
@@ -381,6 +385,62 @@ TEST_F(ShmTest, ValidationCatchesCorruptTablesAndRepairFixesThem) {
     EXPECT_EQ(s->recoveries, before + 1);
     EXPECT_EQ(s->sweep, 1u) << "the watchers look for dead processes next";
     EXPECT_EQ(f.holder(), 3u) << "the valid holder is kept";
+
+    // The pooled rate: a state another process corrupted is caught, and starts over.
+    size_t live = 0;
+    for (int i = 1; i <= 3; ++i) {
+        addSegmentRateSample(*s, 10 << 20, i * kNsPerSec, i * kNsPerSec + 84 * kNsPerMs, &live);
+    }
+    EXPECT_EQ(live, 3u);
+    EXPECT_GT(s->rate_bps.load(), 900'000'000u);
+    std::vector<uint8_t> saved(sizeof(sched::PathRate));
+    std::memcpy(saved.data(), &s->rate, saved.size());
+    // Past the config (5 x 8 bytes) and the ring (16 x 16): the ring's next index.
+    reinterpret_cast<uint64_t*>(&s->rate)[5 + 32] = 99;
+    EXPECT_NE(validateSegmentTable(*s).message().find("rate"), std::string::npos);
+    EXPECT_GT(repairSegmentTable(*s), 0u);
+    EXPECT_TRUE(validateSegmentTable(*s).isOk()) << validateSegmentTable(*s).message();
+    EXPECT_EQ(s->rate_bps.load(), 0u) << "a repaired rate is unknown again";
+    std::memcpy(&s->rate, saved.data(), saved.size());
+    reinterpret_cast<uint64_t*>(&s->rate)[5 + 32] = 99;
+    // A sample added to a corrupt state starts it over instead of writing past the ring.
+    addSegmentRateSample(*s, 10 << 20, 5 * kNsPerSec, 5 * kNsPerSec + 84 * kNsPerMs, &live);
+    EXPECT_EQ(live, 1u);
+    EXPECT_TRUE(s->rate.consistent());
+}
+
+// The rate is the node's, not the process's: trains one process's receivers reported set
+// the estimate another process holds its grants by (docs/arbitration.md "Measured link
+// rate"), before that process has a sample of its own.
+TEST_F(ShmTest, TrainsReportedInOneProcessSetTheRateOfAnother) {
+    auto a = open();
+    ASSERT_NE(a, nullptr);
+    MeasuredLinkRate mine(0, "dc0->dc1", {}, a->ratePool());
+    EXPECT_EQ(mine.bitsPerSec(monotonicNowNs()), 0u);
+    const ShmConfig cfg = config();
+    auto child = abi::ChildProcess::spawn([&](int) {
+        auto b = ShmArbiter::open(cfg);
+        if (!b) {
+            return 2;
+        }
+        MeasuredLinkRate theirs(0, "dc0->dc1", {}, b.value()->ratePool());
+        for (int i = 0; i < 3; ++i) {  // 10 MiB in 84 ms: 0.998 Gbit/s
+            theirs.addSample(10 << 20, 84 * kNsPerMs, monotonicNowNs());
+        }
+        const bool known = theirs.measuredBps() > 0;
+        b.value()->shutdown();
+        return known ? 0 : 3;
+    });
+    ASSERT_TRUE(child.isOk()) << child.status().toString();
+    auto st = child.value().wait(abi::Deadline::afterMs(30000));
+    ASSERT_TRUE(st.isOk());
+    ASSERT_EQ(st.value(), 0) << abi::describeWaitStatus(st.value());
+    const double gbps = static_cast<double>(mine.bitsPerSec(monotonicNowNs())) / 1e9;
+    EXPECT_NEAR(gbps, 0.998, 0.01) << "the other process's trains are this process's rate";
+    // Our own train joins the same pool (four samples: the 75th percentile is still 0.998).
+    mine.addSample(10 << 20, 168 * kNsPerMs, monotonicNowNs());
+    EXPECT_NEAR(static_cast<double>(mine.measuredBps()) / 1e9, 0.998, 0.01);
+    EXPECT_EQ(a->snapshot().procs, 1u) << "the child left the segment";
 }
 
 }  // namespace
