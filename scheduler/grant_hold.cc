@@ -1,6 +1,7 @@
 #include "scheduler/grant_hold.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace atlas::sched {
 
@@ -22,9 +23,13 @@ GrantHold::Acquire GrantHold::acquire(Nanos now_ns) {
             }
             break;  // the slot is over: the arbiter preempts or renews; ask again
         case Phase::kDraining:
-            if (now_ns < until_ns_) {
+            if (now_ns < until_ns_ && end_ns_ < until_ns_) {
                 phase_ = Phase::kGranted;
                 return Acquire::kResumed;
+            }
+            if (now_ns < due_ns_) {
+                after_drain_ = true;  // the slot is full of bytes still crossing
+                return Acquire::kAfterDrain;
             }
             phase_ = Phase::kWaiting;
             return Acquire::kGiveBack;
@@ -47,8 +52,14 @@ GrantHold::Granted GrantHold::onGrant(Nanos now_ns, Nanos until_ns) {
             return Granted::kWake;
         case Phase::kGranted:
         case Phase::kDraining:
-            // A renewal: the bytes under the grant keep counting, a drain keeps its due.
+            // A renewal: the bytes under the grant keep counting, a drain keeps its due. A
+            // flow waiting for its full slot's drain has room again: it resumes (woken).
             until_ns_ = until_ns;
+            if (phase_ == Phase::kDraining && after_drain_ && end_ns_ < until_ns_) {
+                after_drain_ = false;
+                phase_ = Phase::kGranted;
+                return Granted::kWake;
+            }
             return Granted::kRenewed;
         case Phase::kIdle:
         case Phase::kOpen:
@@ -67,7 +78,8 @@ GrantHold::Release GrantHold::release(uint64_t bytes, Nanos now_ns, uint64_t lin
         return Release::kNone;
     }
     grant_bytes_ += bytes;
-    const Nanos due = std::min(drainEndNs(grant_start_ns_, grant_bytes_, link_bps), until_ns_);
+    end_ns_ = drainEndNs(grant_start_ns_, grant_bytes_, link_bps);
+    const Nanos due = std::min(end_ns_, until_ns_);
     if (due > now_ns) {
         phase_ = Phase::kDraining;
         due_ns_ = due;
@@ -81,16 +93,42 @@ bool GrantHold::finishDrain(Nanos now_ns) {
     if (phase_ != Phase::kDraining || now_ns < due_ns_) {
         return false;
     }
-    phase_ = Phase::kIdle;
+    phase_ = after_drain_ ? Phase::kWaiting : Phase::kIdle;
+    after_drain_ = false;
     return true;
+}
+
+uint64_t GrantHold::budgetBytes(uint64_t link_bps) const {
+    if (phase_ == Phase::kOpen) {
+        return UINT64_MAX;
+    }
+    if (phase_ != Phase::kGranted) {
+        return 0;
+    }
+    if (link_bps == 0 || until_ns_ == kNever) {
+        return UINT64_MAX;
+    }
+    const long double slot =
+        static_cast<long double>(std::max<Nanos>(until_ns_ - grant_start_ns_, 0));
+    const long double total = slot * static_cast<long double>(link_bps) / 8e9L;
+    if (total >= static_cast<long double>(UINT64_MAX)) {
+        return UINT64_MAX;
+    }
+    // At least one byte: a grant that was resumed (its release found room in the slot at the
+    // rate of then) always commits one more piece, so a rate that moved in between cannot
+    // make release and resume alternate without progress; that piece fills the slot.
+    const auto bytes = static_cast<uint64_t>(total);
+    return bytes > grant_bytes_ ? bytes - grant_bytes_ : 1;
 }
 
 void GrantHold::reset() {
     phase_ = Phase::kIdle;
+    after_drain_ = false;
 }
 
 void GrantHold::open() {
     phase_ = Phase::kOpen;
+    after_drain_ = false;
 }
 
 Nanos GrantHold::untilNs() const {

@@ -9,6 +9,18 @@
 // and a new message of the same flow before then resumes the grant without asking (no round
 // trip, no new FIFO turn). Without a rate (0: unknown) the grant goes back at once.
 //
+// The grant's byte budget: a slot is link time, so at the link's rate it carries
+//     budget = (slot end - grant start) x rate / 8   bytes   (unbounded without a rate or a
+//                                                            slot end)
+// and the engine commits no more than that under one grant (budgetBytes()). Without it a
+// saturated flow fills its streams' kernel buffers (22 streams x 512 KiB unsent, plus the
+// pieces queued for them) right up to its slot end; that tail then crosses the link during
+// the next holder's turn, the two transfers share the link and both read a share of the rate
+// as their trains (measured on link-bound GPipe: iterations 727-770 ms against 528-552 ms
+// with a quarter of the tail). A flow that spent its budget waits for its own drain: the
+// grant goes back at dueNs() and the link is asked for again (kAfterDrain), so its next
+// bytes start when its last ones are through, not on top of them.
+//
 // The rate is an argument of release(), not configuration: today the plugin passes
 // ATLAS_LINK_GBPS; a measured path rate (TCP_INFO delivery rate, issue 17) plugs in without a
 // change here. A pipelined hand-off (pre-granting the next flow shortly before this one's
@@ -19,9 +31,10 @@
 // node-local one), so both run this one state machine with one encoding:
 //
 //   kIdle --acquire--> kWaiting --onGrant--> kGranted --release(rate)--> kDraining
-//     ^                                         |  ^                         |
-//     +-------------- release (no rate) --------+  +--acquire within slot----+
-//     +-------------- finishDrain at dueNs() ---------------------------------+
+//     ^                   ^                     |  ^                         |  |
+//     +------------- release (no rate) ---------+  +--acquire within slot----+  |
+//     +-------------- finishDrain at dueNs() ---------------------------------+  |
+//                         +-- finishDrain, after an acquire of a full slot ------+
 //   any --open()--> kOpen (unarbitrated: fail-open, fair, stopped); reset() -> kIdle
 //
 // Pure: no clock, no lock, no I/O. One owner at a time (the gate's mutex); times are the
@@ -49,10 +62,12 @@ class GrantHold {
     };
 
     enum class Acquire : uint8_t {
-        kHolds,     // granted (the grant came before the engine asked again): send
-        kResumed,   // a draining grant resumed within its slot: send, no new turn
-        kAsk,       // now waiting: ask for the link
-        kGiveBack,  // a drain outlived its slot: give that grant back, then ask (waiting)
+        kHolds,       // granted (the grant came before the engine asked again): send
+        kResumed,     // a draining grant resumed within its slot: send, no new turn
+        kAsk,         // now waiting: ask for the link
+        kGiveBack,    // a drain outlived its slot: give that grant back, then ask (waiting)
+        kAfterDrain,  // the draining grant's slot is full (its budget spent): wait; at dueNs()
+                      // finishDrain() gives it back and leaves the flow waiting (ask then)
     };
     // The engine has data queued.
     Acquire acquire(Nanos now_ns);
@@ -73,8 +88,14 @@ class GrantHold {
     // The engine's queue drained or its slot ended; `bytes` were sent since its acquire.
     Release release(uint64_t bytes, Nanos now_ns, uint64_t link_bps);
 
-    // Timer: true when the drain's time came (the phase is then kIdle: give the grant back).
+    // Timer: true when the drain's time came: give the grant back. The phase is then kIdle,
+    // or kWaiting when an acquire came during a full slot's drain (ask for the link).
     bool finishDrain(Nanos now_ns);
+    // Bytes the engine may still commit under the current grant at link_bps, before its
+    // next release: (slot end - grant start) x rate, less what earlier releases of the grant
+    // reported, and at least 1. UINT64_MAX when unbounded (no rate, no slot end, open); 0
+    // unless granted.
+    uint64_t budgetBytes(uint64_t link_bps) const;
     // The grant was lost (revoked, its session ended): kIdle, nothing to give back.
     void reset();
     void open();
@@ -95,6 +116,8 @@ class GrantHold {
     Nanos grant_start_ns_ = 0;
     uint64_t grant_bytes_ = 0;
     Nanos due_ns_ = 0;
+    Nanos end_ns_ = 0;          // the last release's drain end, before the slot's clamp
+    bool after_drain_ = false;  // kDraining: an acquire waits for this drain to end
 };
 
 const char* grantPhaseName(GrantHold::Phase phase);

@@ -40,11 +40,12 @@ bool CommCore::admitted() {
         return true;
     }
     const Nanos now = params_.clock->nowNs();
-    if (granted_ && gate_->holds(now)) {
-        return true;  // the data-path case: one atomic load and a vDSO clock read
+    if (granted_ && gate_->holds(now) && granted_bytes_ < gate_->budgetBytes()) {
+        return true;  // the data-path case: two atomic loads and a vDSO clock read
     }
     if (granted_) {
-        // Slot over with pieces still waiting: hand the link back and queue up again.
+        // Slot over, or its budget committed, with pieces still waiting: hand the link back
+        // (a spent budget keeps it until those bytes crossed) and queue up again.
         gate_->release(granted_bytes_, now);
         granted_ = false;
     }

@@ -28,6 +28,11 @@ class FlowGate {
     virtual bool acquire(uint64_t queued_bytes, Nanos now_ns) = 0;
     // Still inside the granted slot?
     virtual bool holds(Nanos now_ns) const = 0;
+    // How many bytes the engine may still commit (hand to its streams) under the grant that
+    // its last successful acquire() (or wake) brought: the slot's link time at the link's
+    // rate (sched::GrantHold::budgetBytes). When they are spent, the engine releases as at a
+    // slot end and acquires again. Engine thread, lock-free. Default: unbounded.
+    virtual uint64_t budgetBytes() const { return UINT64_MAX; }
     // The flow's queue drained or its slot ended: the link is given back. `bytes` were sent
     // under the grant (for accounting and the workload-aware policy's learning).
     virtual void release(uint64_t bytes, Nanos now_ns) = 0;

@@ -7,8 +7,14 @@ using Hold = sched::GrantHold;
 HoldingGate::HoldingGate(std::function<void()> waker, std::shared_ptr<LinkRate> rate)
     : waker_(std::move(waker)), rate_(std::move(rate)) {}
 
+void HoldingGate::publishLocked() {
+    budget_.store(hold_.budgetBytes(rate_ ? rate_->bitsPerSec(0) : 0), std::memory_order_release);
+    until_.store(hold_.untilNs(), std::memory_order_release);
+}
+
 bool HoldingGate::acquire(uint64_t queued_bytes, Nanos now_ns) {
     std::lock_guard<std::mutex> lock(mu_);
+    last_queued_ = queued_bytes;
     if (!arbitrated()) {
         hold_.open();
         publishLocked();
@@ -27,6 +33,9 @@ bool HoldingGate::acquire(uint64_t queued_bytes, Nanos now_ns) {
         hold_.acquire(now_ns);
     } else if (a == Hold::Acquire::kGiveBack) {
         giveBack(hold_.grantBytes(), now_ns);  // the drain outlived its slot
+    } else if (a == Hold::Acquire::kAfterDrain) {
+        publishLocked();  // budget 0: the engine waits; finishDrain asks and wakes it
+        return false;
     }
     Nanos until = 0;
     if (ask(queued_bytes, now_ns, &until)) {
@@ -59,12 +68,29 @@ void HoldingGate::release(uint64_t bytes, Nanos now_ns) {
 }
 
 Nanos HoldingGate::finishDrain(Nanos now_ns) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (hold_.finishDrain(now_ns)) {
-        giveBack(hold_.grantBytes(), now_ns);
-        publishLocked();
+    bool wake = false;
+    Nanos next = sched::kNever;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (hold_.finishDrain(now_ns)) {
+            giveBack(hold_.grantBytes(), now_ns);
+            if (hold_.waiting()) {
+                // The flow spent its slot and waited for its own bytes: its turn again.
+                Nanos until = 0;
+                if (ask(last_queued_, now_ns, &until)) {
+                    wake = hold_.onGrant(now_ns, until) == Hold::Granted::kWake;
+                } else {
+                    wake = hold_.phase() == Hold::Phase::kOpen;  // ask() failed open
+                }
+            }
+            publishLocked();
+        }
+        next = hold_.dueNs();
     }
-    return hold_.dueNs();
+    if (wake) {
+        waker_();
+    }
+    return next;
 }
 
 void HoldingGate::failOpen() {

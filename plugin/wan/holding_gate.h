@@ -36,6 +36,7 @@ class HoldingGate : public FlowGate {
   public:
     bool acquire(uint64_t queued_bytes, Nanos now_ns) final;
     bool holds(Nanos now_ns) const final;
+    uint64_t budgetBytes() const final { return budget_.load(std::memory_order_acquire); }
     void release(uint64_t bytes, Nanos now_ns) final;
     // A receiver's message train: the link's rate learns from it (LinkRate::addSample).
     void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns) final {
@@ -44,8 +45,10 @@ class HoldingGate : public FlowGate {
         }
     }
 
-    // Timer thread: gives a drained grant back once its time came. Returns when the pending
-    // drain ends (the timer's next deadline), kNever when none is pending.
+    // Timer thread: gives a drained grant back once its time came, and asks for the link
+    // again when the flow spent its slot and waits (GrantHold kAfterDrain; the engine is
+    // woken when that grant comes). Returns when the pending drain ends (the timer's next
+    // deadline), kNever when none is pending.
     Nanos finishDrain(Nanos now_ns);
     // Timer thread: the backend is unusable (arbiter unreachable, segment broken, shut
     // down): the flow sends unarbitrated; an engine that waited is woken.
@@ -76,7 +79,7 @@ class HoldingGate : public FlowGate {
     // Applies a grant that arrived for this flow; publishes. The caller handles kUnwanted
     // (give it back) and, after unlocking mu_, calls waker_ on kWake.
     sched::GrantHold::Granted grantLocked(Nanos now_ns, Nanos until_ns);
-    void publishLocked() { until_.store(hold_.untilNs(), std::memory_order_release); }
+    void publishLocked();
 
     std::mutex mu_;
     sched::GrantHold hold_;  // guarded by mu_
@@ -84,8 +87,11 @@ class HoldingGate : public FlowGate {
 
   private:
     std::shared_ptr<LinkRate> rate_;
-    // hold_.untilNs() for holds(): written under mu_ (release), read lock-free (acquire).
+    // hold_.untilNs() for holds() and hold_.budgetBytes() for budgetBytes(): written under
+    // mu_ (release), read lock-free (acquire).
     std::atomic<Nanos> until_{0};
+    std::atomic<uint64_t> budget_{0};
+    uint64_t last_queued_ = 0;  // guarded by mu_: what the last acquire had waiting
 };
 
 }  // namespace atlas::plugin::wan

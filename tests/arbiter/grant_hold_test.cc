@@ -1,6 +1,8 @@
 // GrantHold (scheduler/grant_hold.h): the hold/drain rule both plugin gates run. A released
 // grant is kept until its bytes crossed the link at the rate given, never past its slot; a
-// message in that window resumes it; without a rate the grant goes back at once.
+// message in that window resumes it; without a rate the grant goes back at once. A grant's
+// byte budget is its slot's link time at the rate; a flow that spent it waits for its own
+// drain and then asks again.
 #include <gtest/gtest.h>
 
 #include "scheduler/grant_hold.h"
@@ -68,6 +70,78 @@ TEST(GrantHold, TheHoldNeverOutlastsTheSlot) {
     late.acquire(0);
     late.onGrant(0, 20 * kNsPerMs);
     EXPECT_EQ(late.release(1000, 25 * kNsPerMs, kMBps), R::kGiveBack);
+}
+
+TEST(GrantHold, TheBudgetIsTheSlotsLinkTimeLessWhatEarlierReleasesSent) {
+    GrantHold h;
+    EXPECT_EQ(h.budgetBytes(kMBps), 0u) << "no grant, no budget";
+    h.acquire(0);
+    EXPECT_EQ(h.budgetBytes(kMBps), 0u) << "waiting";
+    h.onGrant(0, 100 * kNsPerMs);
+    EXPECT_EQ(h.budgetBytes(kMBps), 100'000u) << "100 ms at 1 MB/s";
+    EXPECT_EQ(h.budgetBytes(2 * kMBps), 200'000u) << "the rate of the moment";
+    EXPECT_EQ(h.budgetBytes(0), UINT64_MAX) << "unknown rate: unbounded";
+    EXPECT_EQ(h.release(30'000, kNsPerMs, kMBps), R::kHold);  // due at 30 ms
+    EXPECT_EQ(h.acquire(2 * kNsPerMs), A::kResumed);
+    EXPECT_EQ(h.budgetBytes(kMBps), 70'000u) << "what the first release sent is spent";
+    GrantHold endless;
+    endless.acquire(0);
+    endless.onGrant(0, kNever);
+    EXPECT_EQ(endless.budgetBytes(kMBps), UINT64_MAX) << "no slot end: unbounded";
+    GrantHold open;
+    open.open();
+    EXPECT_EQ(open.budgetBytes(kMBps), UINT64_MAX);
+    // Resumed with room at the rate of its release, but the rate fell since: one more piece
+    // may go (that release then fills the slot), never a release/resume loop without progress.
+    GrantHold moved;
+    moved.acquire(0);
+    moved.onGrant(0, 100 * kNsPerMs);
+    EXPECT_EQ(moved.release(90'000, kNsPerMs, kMBps), R::kHold);
+    EXPECT_EQ(moved.acquire(2 * kNsPerMs), A::kResumed);
+    EXPECT_EQ(moved.budgetBytes(kMBps / 2), 1u);
+}
+
+TEST(GrantHold, ASpentBudgetWaitsForItsOwnBytesThenAsksAgain) {
+    GrantHold h;
+    h.acquire(0);
+    h.onGrant(0, 100 * kNsPerMs);
+    // The whole slot's bytes are committed at 2 ms: they cross until 100 ms.
+    EXPECT_EQ(h.release(100'000, 2 * kNsPerMs, kMBps), R::kHold);
+    EXPECT_EQ(h.dueNs(), 100 * kNsPerMs);
+    // More data: no resume into a full slot (those bytes would run past its end, into the
+    // next holder's turn); wait for the drain.
+    EXPECT_EQ(h.acquire(3 * kNsPerMs), A::kAfterDrain);
+    EXPECT_EQ(h.phase(), P::kDraining);
+    EXPECT_EQ(h.budgetBytes(kMBps), 0u);
+    EXPECT_EQ(h.acquire(4 * kNsPerMs), A::kAfterDrain) << "asking again changes nothing";
+    EXPECT_FALSE(h.finishDrain(99 * kNsPerMs));
+    EXPECT_TRUE(h.finishDrain(100 * kNsPerMs)) << "give the grant back...";
+    EXPECT_TRUE(h.waiting()) << "...and ask for the link again";
+    EXPECT_EQ(h.onGrant(120 * kNsPerMs, 220 * kNsPerMs), G::kWake);
+    EXPECT_EQ(h.budgetBytes(kMBps), 100'000u) << "a new grant, a new slot's budget";
+    // A drain nobody waits behind ends idle, as before.
+    EXPECT_EQ(h.release(10'000, 121 * kNsPerMs, kMBps), R::kHold);
+    EXPECT_TRUE(h.finishDrain(130 * kNsPerMs));
+    EXPECT_EQ(h.phase(), P::kIdle);
+}
+
+TEST(GrantHold, ARenewalWakesAFlowThatWaitedBehindItsFullSlot) {
+    GrantHold h;
+    h.acquire(0);
+    h.onGrant(0, 100 * kNsPerMs);
+    EXPECT_EQ(h.release(100'000, 2 * kNsPerMs, kMBps), R::kHold);
+    EXPECT_EQ(h.acquire(3 * kNsPerMs), A::kAfterDrain);
+    // Nobody else waited: the arbiter renewed the slot. There is room again: wake the engine.
+    EXPECT_EQ(h.onGrant(50 * kNsPerMs, 300 * kNsPerMs), G::kWake);
+    EXPECT_EQ(h.phase(), P::kGranted);
+    EXPECT_EQ(h.budgetBytes(kMBps), 200'000u) << "300 ms from the grant's start, less 100 KB";
+    // A renewal of a drain nobody waits behind only moves the slot end.
+    GrantHold quiet;
+    quiet.acquire(0);
+    quiet.onGrant(0, 100 * kNsPerMs);
+    EXPECT_EQ(quiet.release(100'000, 2 * kNsPerMs, kMBps), R::kHold);
+    EXPECT_EQ(quiet.onGrant(50 * kNsPerMs, 300 * kNsPerMs), G::kRenewed);
+    EXPECT_EQ(quiet.phase(), P::kDraining);
 }
 
 TEST(GrantHold, TheRateIsTakenAtEachRelease) {
