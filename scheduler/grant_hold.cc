@@ -48,6 +48,7 @@ GrantHold::Granted GrantHold::onGrant(Nanos now_ns, Nanos until_ns) {
             phase_ = Phase::kGranted;
             grant_start_ns_ = now_ns;
             grant_bytes_ = 0;
+            after_drain_ = false;
             until_ns_ = until_ns;
             return Granted::kWake;
         case Phase::kGranted:
@@ -71,6 +72,7 @@ GrantHold::Granted GrantHold::onGrant(Nanos now_ns, Nanos until_ns) {
 GrantHold::Release GrantHold::release(uint64_t bytes, Nanos now_ns, uint64_t link_bps) {
     if (phase_ == Phase::kDraining) {
         phase_ = Phase::kIdle;  // not the engine's protocol; never keep a grant nobody times
+        after_drain_ = false;   // nobody waits behind this drain any more
         return Release::kGiveBack;
     }
     if (phase_ != Phase::kGranted) {

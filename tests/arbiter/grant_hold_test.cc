@@ -125,6 +125,22 @@ TEST(GrantHold, ASpentBudgetWaitsForItsOwnBytesThenAsksAgain) {
     EXPECT_EQ(h.phase(), P::kIdle);
 }
 
+TEST(GrantHold, AWaitBehindADrainEndsWithThatDrain) {
+    // The engine gave up the wait (a release of the draining grant: close, revocation): the
+    // next drain of this flow ends idle, it does not ask for the link on nobody's behalf.
+    GrantHold h;
+    h.acquire(0);
+    h.onGrant(0, 100 * kNsPerMs);
+    EXPECT_EQ(h.release(100'000, 2 * kNsPerMs, kMBps), R::kHold);
+    EXPECT_EQ(h.acquire(3 * kNsPerMs), A::kAfterDrain);
+    EXPECT_EQ(h.release(0, 4 * kNsPerMs, kMBps), R::kGiveBack);
+    EXPECT_EQ(h.acquire(5 * kNsPerMs), A::kAsk);
+    h.onGrant(6 * kNsPerMs, 200 * kNsPerMs);
+    EXPECT_EQ(h.release(10'000, 7 * kNsPerMs, kMBps), R::kHold);
+    EXPECT_TRUE(h.finishDrain(16 * kNsPerMs));
+    EXPECT_EQ(h.phase(), P::kIdle) << "this drain had no waiter";
+}
+
 TEST(GrantHold, ARenewalWakesAFlowThatWaitedBehindItsFullSlot) {
     GrantHold h;
     h.acquire(0);
