@@ -28,6 +28,16 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+// The end of a runTimedRounds check: skips (naming every round) when no round was conclusive,
+// else expects a pass; `what` streams into the failure message.
+#define EXPECT_TIMED_PASS(verdict, log, what)                                              \
+    do {                                                                                   \
+        if ((verdict) == TimedVerdict::kAllStolen) {                                       \
+            GTEST_SKIP() << "no round was conclusive (stolen CPU or premise):\n" << (log); \
+        }                                                                                  \
+        EXPECT_EQ((verdict), TimedVerdict::kPassed) << what << ":\n" << (log);             \
+    } while (0)
+
 #define SKIP_IF_NO_WAN()                     \
     do {                                     \
         if (auto reason = wanSkipReason()) { \
@@ -192,12 +202,7 @@ TEST_P(WanEmulatorRtt, MatchesConfiguredRttWithinOneMs) {
         },
         &log);
     std::printf("configured RTT %.1f ms:\n%s", want, log.c_str());
-    if (verdict == TimedVerdict::kAllStolen) {
-        GTEST_SKIP() << "the hypervisor took the CPU in every round:\n" << log;
-    }
-    EXPECT_EQ(verdict, TimedVerdict::kPassed)
-        << "median ICMP echo RTT not within 1 ms of " << want << " ms:\n"
-        << log;
+    EXPECT_TIMED_PASS(verdict, log, "median ICMP echo RTT not within 1 ms of " << want << " ms");
     auto fin = link.stop();
     ASSERT_TRUE(fin.isOk());
     EXPECT_EQ((*fin)["final"], true);
@@ -466,11 +471,7 @@ TEST(WanEmulator, RateCapIsTheDeliveredRateUnderOverload) {
     std::printf("rate cap %.0f Mbit/s under UDP overload:\n%s", kCapMbit, log.c_str());
     EXPECT_GT(flood.receivedBytes(), 0u);
     EXPECT_LE(flood.receivedBytes(), flood.sentBytes());
-    if (verdict == TimedVerdict::kAllStolen) {
-        GTEST_SKIP() << "no round was conclusive (stolen CPU or no overload):\n" << log;
-    }
-    EXPECT_EQ(verdict, TimedVerdict::kPassed) << "delivered rate not within 2 % of the cap:\n"
-                                              << log;
+    EXPECT_TIMED_PASS(verdict, log, "delivered rate not within 2 % of the cap");
 }
 
 // TCP through the cap: every byte arrives uncorrupted and the emulator never admits more
@@ -531,10 +532,7 @@ TEST(WanEmulator, TcpThroughTheCapArrivesWholeAndNeverExceedsIt) {
     EXPECT_FALSE(bulk.corrupt());
     EXPECT_EQ(bulk.received(), bulk.sent());
     std::printf("TCP through a %.0f Mbit/s cap:\n%s", kCapMbit, log.c_str());
-    if (verdict == TimedVerdict::kAllStolen) {
-        GTEST_SKIP() << "the hypervisor took the CPU in every round:\n" << log;
-    }
-    EXPECT_EQ(verdict, TimedVerdict::kPassed) << "TCP used under half of the capped link:\n" << log;
+    EXPECT_TIMED_PASS(verdict, log, "TCP used under half of the capped link");
 }
 
 TEST(WanEmulator, LossIsPerSegmentAndTcpStillDeliversEveryByte) {
