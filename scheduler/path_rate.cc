@@ -17,6 +17,12 @@ bool PathRate::addMessage(uint64_t bytes, Nanos first_ns, Nanos last_ns) {
     return true;
 }
 
+uint64_t PathRate::addAndEstimate(uint64_t bytes, Nanos first_ns, Nanos last_ns, size_t* live) {
+    addMessage(bytes, first_ns, last_ns);
+    *live = samples(last_ns);
+    return bitsPerSec(last_ns);
+}
+
 size_t PathRate::live(Nanos now_ns, std::array<uint64_t, kSamples>* bps) const {
     // Newest first: ring_[next_ - 1], ring_[next_ - 2], ... (count_ of them).
     size_t n = 0;

@@ -67,6 +67,9 @@ class PathRate {
     // One message of `bytes` arrived between first_ns and last_ns (receiver clock). False
     // when it is too small or too fast to be a sample (not counted).
     bool addMessage(uint64_t bytes, Nanos first_ns, Nanos last_ns);
+    // addMessage, then the estimate and (in *live) the live sample count as of last_ns: what
+    // a pool of samples publishes after each train (plugin/wan/link_rate.h).
+    uint64_t addAndEstimate(uint64_t bytes, Nanos first_ns, Nanos last_ns, size_t* live);
     // Bits per second at now_ns; 0 while fewer than min_samples samples are live.
     uint64_t bitsPerSec(Nanos now_ns) const;
     size_t samples(Nanos now_ns) const;

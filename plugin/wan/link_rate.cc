@@ -6,10 +6,8 @@ namespace atlas::plugin::wan {
 
 uint64_t LocalRatePool::add(uint64_t bytes, Nanos first_ns, Nanos last_ns, size_t* live) {
     std::lock_guard<std::mutex> lock(mu_);
-    path_.addMessage(bytes, first_ns, last_ns);
-    const uint64_t bps = path_.bitsPerSec(last_ns);
+    const uint64_t bps = path_.addAndEstimate(bytes, first_ns, last_ns, live);
     estimate_.store(bps, std::memory_order_relaxed);
-    *live = path_.samples(last_ns);
     return bps;
 }
 

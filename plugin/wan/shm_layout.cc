@@ -83,9 +83,7 @@ uint64_t addSegmentRateSample(ShmSegment& seg, uint64_t bytes, Nanos first_ns, N
     if (!seg.rate.consistent()) {
         seg.rate = sched::PathRate();
     }
-    seg.rate.addMessage(bytes, first_ns, last_ns);
-    const uint64_t bps = seg.rate.bitsPerSec(last_ns);
-    *live = seg.rate.samples(last_ns);
+    const uint64_t bps = seg.rate.addAndEstimate(bytes, first_ns, last_ns, live);
     seg.rate_bps.store(bps, std::memory_order_relaxed);
     return bps;
 }
