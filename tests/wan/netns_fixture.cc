@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -126,6 +128,15 @@ double StealMeter::stolenFraction() const {
         return 0;
     }
     return static_cast<double>(steal - steal0_) / static_cast<double>(total - total0_);
+}
+
+void TimedRound::describe(const char* fmt, ...) {
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    figures = buf;
 }
 
 TimedVerdict runTimedRounds(int max_rounds, const std::function<TimedRound()>& round,

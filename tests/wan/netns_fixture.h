@@ -55,6 +55,8 @@ struct TimedRound {
     bool premise = true;  // e.g. the offered load really exceeded the cap
     bool within = false;  // the bound held
     std::string figures;  // what was measured, for the log
+    // figures = the printf-formatted text.
+    __attribute__((format(printf, 2, 3))) void describe(const char* fmt, ...);
 };
 enum class TimedVerdict { kPassed, kFailed, kAllStolen };
 inline constexpr double kMaxStealFraction = 0.10;

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -194,9 +195,7 @@ TEST_P(WanEmulatorRtt, MatchesConfiguredRttWithinOneMs) {
             const double lo = *std::min_element(s.begin(), s.end());
             EXPECT_GE(lo, want - 0.05) << "a packet was delivered before its delay";
             r.within = std::fabs(med - want) <= 1.0;
-            char buf[96];
-            std::snprintf(buf, sizeof(buf), "median %.3f ms, min %.3f ms", med, lo);
-            r.figures = buf;
+            r.describe("median %.3f ms, min %.3f ms", med, lo);
             RecordProperty("rtt_median_ms", std::to_string(med));
             return r;
         },
@@ -339,6 +338,35 @@ class Bulk {
     std::atomic<uint64_t> sent_{0}, received_{0};
 };
 
+// The emulator's a2b counters over one window, timed by its own clock (uptime_s between
+// the two snapshots, not this process's, which the hypervisor may have stopped).
+struct A2bWindow {
+    nlohmann::json before, after;
+    double secs = 0;
+    // How much the counter at `pointer` (e.g. "/tx/bytes") grew.
+    double delta(const char* pointer) const {
+        const nlohmann::json::json_pointer p(pointer);
+        return after.at(p).get<double>() - before.at(p).get<double>();
+    }
+    double mbit(const char* pointer) const { return delta(pointer) * 8 / secs / 1e6; }
+};
+
+// Snapshots, `dur` apart; nullopt (with a failed expectation) when either failed.
+std::optional<A2bWindow> a2bWindow(EmulatedLink& link, std::chrono::milliseconds dur) {
+    auto s0 = link.stats();
+    std::this_thread::sleep_for(dur);
+    auto s1 = link.stats();
+    EXPECT_TRUE(s0.isOk() && s1.isOk());
+    if (!s0.isOk() || !s1.isOk()) {
+        return std::nullopt;
+    }
+    A2bWindow w;
+    w.before = (*s0)["directions"]["a2b"];
+    w.after = (*s1)["directions"]["a2b"];
+    w.secs = (*s1)["uptime_s"].get<double>() - (*s0)["uptime_s"].get<double>();
+    return w;
+}
+
 // UDP datagrams from A to B offered at `offered_mbit`, paced in 1 ms rounds (a round that
 // starts late sends what it owes, at most 20 ms worth), counted at the receiver.
 class UdpFlood {
@@ -431,38 +459,26 @@ TEST(WanEmulator, RateCapIsTheDeliveredRateUnderOverload) {
     UdpFlood flood(link, 15150, kCapMbit * 1.5);
     ASSERT_TRUE(flood.ok());
     std::this_thread::sleep_for(300ms);  // the buffer fills within its 10 ms
-    const auto dir = [](const nlohmann::json& j) { return j["directions"]["a2b"]; };
-    const auto num = [](const nlohmann::json& j) { return j.get<double>(); };
     std::string log;
     const TimedVerdict verdict = runTimedRounds(
         5,
         [&] {
             TimedRound r;
-            auto s0 = link.stats();
-            std::this_thread::sleep_for(2s);
-            auto s1 = link.stats();
-            EXPECT_TRUE(s0.isOk() && s1.isOk());
-            if (!s0.isOk() || !s1.isOk()) {
+            const auto w = a2bWindow(link, 2s);
+            if (!w) {
                 r.premise = false;
                 return r;
             }
-            const double secs = num((*s1)["uptime_s"]) - num((*s0)["uptime_s"]);
-            const auto delta = [&](const char* a, const char* b) {
-                return num(dir(*s1)[a][b]) - num(dir(*s0)[a][b]);
-            };
-            const double offered_mbit = delta("rx", "bytes") * 8 / secs / 1e6;
-            const double delivered_mbit = delta("tx", "bytes") * 8 / secs / 1e6;
-            const double drops = num(dir(*s1)["drops"]["queue"]["segments"]) -
-                                 num(dir(*s0)["drops"]["queue"]["segments"]);
+            const double offered_mbit = w->mbit("/rx/bytes");
+            const double delivered_mbit = w->mbit("/tx/bytes");
+            const double drops = w->delta("/drops/queue/segments");
             // Never above the cap, stolen CPU or not: lateness only ever lowers it.
             EXPECT_LE(delivered_mbit, kCapMbit * 1.02) << "delivered more than the cap";
             // Overload is the premise: without it the bound would measure the sender.
             r.premise = offered_mbit > kCapMbit * 1.1 && drops > 0;
             r.within = std::fabs(delivered_mbit - kCapMbit) <= kCapMbit * 0.02;
-            char buf[128];
-            std::snprintf(buf, sizeof(buf), "offered %.1f, delivered %.1f Mbit/s, %.0f queue drops",
-                          offered_mbit, delivered_mbit, drops);
-            r.figures = buf;
+            r.describe("offered %.1f, delivered %.1f Mbit/s, %.0f queue drops", offered_mbit,
+                       delivered_mbit, drops);
             RecordProperty("delivered_mbit", std::to_string(delivered_mbit));
             return r;
         },
@@ -491,39 +507,28 @@ TEST(WanEmulator, TcpThroughTheCapArrivesWholeAndNeverExceedsIt) {
     // The cap counts wire bytes (IP headers per segment): with 1448-byte payloads in
     // 1500-byte packets the best possible goodput is 1448/1500 of the cap.
     const double best = kCapMbit * 1448.0 / 1500.0;
-    const auto wire = [](const nlohmann::json& j) {
-        return j["directions"]["a2b"]["wire_bytes"].get<uint64_t>();
-    };
     std::string log;
     const TimedVerdict verdict = runTimedRounds(
         3,
         [&] {
             TimedRound r;
-            auto s0 = link.stats();
             const uint64_t r0 = bulk.received();
             const auto t0 = Clock::now();
-            std::this_thread::sleep_for(2s);
-            auto s1 = link.stats();
+            const auto w = a2bWindow(link, 2s);
             const uint64_t r1 = bulk.received();
             const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-            EXPECT_TRUE(s0.isOk() && s1.isOk());
-            if (!s0.isOk() || !s1.isOk()) {
+            if (!w) {
                 r.premise = false;
                 return r;
             }
             const double goodput_mbit = static_cast<double>(r1 - r0) * 8 / secs / 1e6;
-            // Wire bytes over the emulator's own clock between its two snapshots; counted at
-            // admission, so at most one buffer (10 ms) ahead of what left the bottleneck.
-            const double emu_secs =
-                (*s1)["uptime_s"].get<double>() - (*s0)["uptime_s"].get<double>();
-            const double wire_mbit =
-                static_cast<double>(wire(*s1) - wire(*s0)) * 8 / emu_secs / 1e6;
+            // Wire bytes are counted at admission, so at most one buffer (10 ms) ahead of
+            // what left the bottleneck.
+            const double wire_mbit = w->mbit("/wire_bytes");
             EXPECT_LE(wire_mbit, kCapMbit * 1.02) << "the emulator admitted more than the cap";
             r.within = goodput_mbit >= 0.5 * best;
-            char buf[96];
-            std::snprintf(buf, sizeof(buf), "goodput %.1f Mbit/s (best %.1f), wire %.1f Mbit/s",
-                          goodput_mbit, best, wire_mbit);
-            r.figures = buf;
+            r.describe("goodput %.1f Mbit/s (best %.1f), wire %.1f Mbit/s", goodput_mbit, best,
+                       wire_mbit);
             RecordProperty("goodput_mbit", std::to_string(goodput_mbit));
             return r;
         },
