@@ -173,6 +173,17 @@ Status ArbiterCore::close(SessionId session, uint32_t flow, Nanos now_ns) {
     return Status::ok();
 }
 
+bool ArbiterCore::train(const std::string& link, uint64_t bytes, Nanos dispersion_ns,
+                        Nanos now_ns) {
+    auto it = links_.find(link);
+    if (it == links_.end() || dispersion_ns <= 0 ||
+        !it->second->rate.addMessage(bytes, now_ns - dispersion_ns, now_ns)) {
+        return false;
+    }
+    ++it->second->stats.trains;
+    return true;
+}
+
 void ArbiterCore::dropSession(SessionId session, Nanos now_ns) {
     auto it = flows_.lower_bound({session, 0});
     while (it != flows_.end() && it->first.first == session) {
@@ -223,6 +234,7 @@ void ArbiterCore::decide(Nanos now_ns, std::vector<GrantOut>* out) {
             g_out.seq = f->grant_seq;
             g_out.slot_ns =
                 g.until_ns == sched::kNever ? 0 : std::max<Nanos>(g.until_ns - now_ns, 1);
+            g_out.rate_bps = l.rate.bitsPerSec(now_ns);
             out->push_back(g_out);
         }
         // Holders the policy no longer lists were preempted at their lease end; the client's
@@ -263,8 +275,8 @@ std::vector<std::string> ArbiterCore::links() const {
 }
 
 const LinkStats* ArbiterCore::linkStats(const std::string& link) const {
-    auto it = links_.find(link);
-    return it == links_.end() ? nullptr : &it->second->stats;
+    const Link* l = findLink(link);
+    return l == nullptr ? nullptr : &l->stats;
 }
 
 std::vector<std::pair<SessionId, uint32_t>> ArbiterCore::holders(const std::string& link) const {
@@ -296,31 +308,28 @@ std::vector<FlowView> ArbiterCore::flows() const {
     return out;
 }
 
+const ArbiterCore::Link* ArbiterCore::findLink(const std::string& name) const {
+    auto it = links_.find(name);
+    return it == links_.end() ? nullptr : it->second.get();
+}
+
 Nanos ArbiterCore::busyNs(const std::string& link, Nanos now_ns) const {
-    auto it = links_.find(link);
-    if (it == links_.end()) {
-        return 0;
-    }
-    const Link& l = *it->second;
-    return l.stats.busy_ns + (l.busy_since >= 0 ? now_ns - l.busy_since : 0);
+    const Link* l = findLink(link);
+    return l == nullptr ? 0 : l->stats.busy_ns + (l->busy_since >= 0 ? now_ns - l->busy_since : 0);
 }
 
 Nanos ArbiterCore::demandNs(const std::string& link, Nanos now_ns) const {
-    auto it = links_.find(link);
-    if (it == links_.end()) {
-        return 0;
-    }
-    const Link& l = *it->second;
-    return l.stats.demand_ns + (l.demand_since >= 0 ? now_ns - l.demand_since : 0);
+    const Link* l = findLink(link);
+    return l == nullptr
+               ? 0
+               : l->stats.demand_ns + (l->demand_since >= 0 ? now_ns - l->demand_since : 0);
 }
 
 std::optional<sched::WorkloadAware::Counters> ArbiterCore::workloadCounters(
     const std::string& link) const {
-    auto it = links_.find(link);
-    if (it == links_.end()) {
-        return std::nullopt;
-    }
-    const auto* w = dynamic_cast<const sched::WorkloadAware*>(it->second->policy.get());
+    const Link* l = findLink(link);
+    const auto* w =
+        l == nullptr ? nullptr : dynamic_cast<const sched::WorkloadAware*>(l->policy.get());
     if (w == nullptr) {
         return std::nullopt;
     }
@@ -328,8 +337,13 @@ std::optional<sched::WorkloadAware::Counters> ArbiterCore::workloadCounters(
 }
 
 Nanos ArbiterCore::createdNs(const std::string& link) const {
-    auto it = links_.find(link);
-    return it == links_.end() ? 0 : it->second->created_ns;
+    const Link* l = findLink(link);
+    return l == nullptr ? 0 : l->created_ns;
+}
+
+uint64_t ArbiterCore::rateBps(const std::string& link, Nanos now_ns) const {
+    const Link* l = findLink(link);
+    return l == nullptr ? 0 : l->rate.bitsPerSec(now_ns);
 }
 
 }  // namespace atlas::arbiter

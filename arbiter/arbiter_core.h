@@ -16,6 +16,11 @@
 //    enforces the same slot locally (grant slot_ns).
 //  - Dropping a session (EOF, liveness timeout) cancels its flows: a crashed holder loses the
 //    link immediately, a partitioned one after the server's liveness lease.
+//  - Train (protocol 3): every session's trains of a link feed that link's one estimate
+//    (sched::PathRate, the estimator the plugin runs), and every grant carries it, so each
+//    process of the DC holds its grants by what all of them measured. A train for a link
+//    no flow opened is ignored (not an error: the client may have closed its last flow of
+//    the link while the train was on its way).
 //
 // Threads: one owner (the server's io_context thread). All times are the caller's monotonic
 // nanoseconds and must not decrease.
@@ -32,6 +37,7 @@
 #include "arbiter/protocol.h"
 #include "atlas/common/status.h"
 #include "scheduler/link_policy.h"
+#include "scheduler/path_rate.h"
 #include "scheduler/workload_aware.h"
 
 namespace atlas::arbiter {
@@ -50,7 +56,8 @@ struct GrantOut {
     SessionId session = 0;
     uint32_t flow = 0;
     uint64_t seq = 0;
-    Nanos slot_ns = 0;  // 0: until released
+    Nanos slot_ns = 0;      // 0: until released
+    uint64_t rate_bps = 0;  // the link's estimate over every session's trains; 0 = unknown
     friend bool operator==(const GrantOut&, const GrantOut&) = default;
 };
 
@@ -66,6 +73,7 @@ struct LinkStats {
     Nanos wait_ns_max = 0;
     Nanos busy_ns = 0;    // time with at least one holder
     Nanos demand_ns = 0;  // time with at least one flow waiting for the link or holding it
+    uint64_t trains = 0;  // trains that were samples of the link's rate
 };
 
 struct FlowView {
@@ -90,6 +98,10 @@ class ArbiterCore {
     Status request(SessionId session, uint32_t flow, uint64_t bytes, Nanos now_ns);
     Status release(SessionId session, uint32_t flow, uint64_t seq, uint64_t bytes, Nanos now_ns);
     Status close(SessionId session, uint32_t flow, Nanos now_ns);
+    // A train of `bytes` over `dispersion_ns` measured on `link`, ending now_ns (the
+    // server's receipt). False when ignored: no such link, or too small or too short to be
+    // a sample (sched::PathRateConfig).
+    bool train(const std::string& link, uint64_t bytes, Nanos dispersion_ns, Nanos now_ns);
     // Cancels and forgets every flow of the session.
     void dropSession(SessionId session, Nanos now_ns);
 
@@ -115,6 +127,8 @@ class ArbiterCore {
     // flows are queued).
     Nanos demandNs(const std::string& link, Nanos now_ns) const;
     Nanos createdNs(const std::string& link) const;
+    // The link's rate estimate at now_ns (0: unknown, or no such link).
+    uint64_t rateBps(const std::string& link, Nanos now_ns) const;
     // The workload-aware policy's pick counters (planned / fallback / aged), or nullopt when
     // the link runs another policy.
     std::optional<sched::WorkloadAware::Counters> workloadCounters(const std::string& link) const;
@@ -145,12 +159,14 @@ class ArbiterCore {
         Nanos busy_since = -1;    // -1: idle
         int pending_flows = 0;    // flows requesting or holding (Flow::pending)
         Nanos demand_since = -1;  // -1: no flow pending
+        sched::PathRate rate;     // over every session's trains of this link
         LinkStats stats;
     };
     using Key = std::pair<SessionId, uint32_t>;
 
     explicit ArbiterCore(const CoreConfig& config) : config_(config) {}
     Flow* find(SessionId session, uint32_t flow);
+    const Link* findLink(const std::string& name) const;
     void dropHolder(Link& link, Flow* f, Nanos now_ns);
     // Flow::pending changes only here: it keeps the link's demand time.
     void setPending(Link& link, Flow* f, bool pending, Nanos now_ns);

@@ -83,6 +83,11 @@ std::string renderMetrics(const ArbiterCore& core, const ServerCounters& c, Nano
         {"atlas_arbiter_link_busy_seconds_total", "counter", "Time the link had a holder."},
         {"atlas_arbiter_link_demand_seconds_total", "counter",
          "Time a flow waited for the link or held it (the link had work queued)."},
+        {"atlas_arbiter_link_trains_total", "counter",
+         "Message trains clients reported that were samples of the link's rate (protocol 3)."},
+        {"atlas_arbiter_link_rate_bits_per_second", "gauge",
+         "The link's measured rate over every session's trains, as grants carry it (0: "
+         "unknown)."},
         {"atlas_arbiter_slot_utilization", "gauge",
          "Fraction of time since the link appeared during which it had a holder."},
     };
@@ -126,6 +131,12 @@ std::string renderMetrics(const ArbiterCore& core, const ServerCounters& c, Nano
                     break;
                 case 10:
                     v = static_cast<double>(core.demandNs(link, now_ns)) / 1e9;
+                    break;
+                case 11:
+                    v = static_cast<double>(s->trains);
+                    break;
+                case 12:
+                    v = static_cast<double>(core.rateBps(link, now_ns));
                     break;
                 default:
                     v = age > 0 ? static_cast<double>(busy) / static_cast<double>(age) : 0;

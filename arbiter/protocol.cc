@@ -24,6 +24,7 @@ constexpr size_t kReleaseBody = 4 + 4 + 8 + 8;
 constexpr size_t kCloseBody = 8;
 constexpr size_t kPingBody = 8;
 constexpr size_t kErrorMinBody = 4;
+constexpr size_t kTrainBody = kNameBytes + 8 + 8;
 
 bool printable(uint8_t c) {
     return c >= 0x20 && c < 0x7f;
@@ -148,12 +149,20 @@ size_t bodySize(MsgType t) {
             return kPingBody;
         case MsgType::kError:
             return 0;  // variable
+        case MsgType::kTrain:
+            return kTrainBody;
     }
     return 0;
 }
 
 bool knownType(uint8_t t) {
-    return t >= static_cast<uint8_t>(MsgType::kHello) && t <= static_cast<uint8_t>(MsgType::kError);
+    return t >= static_cast<uint8_t>(MsgType::kHello) && t <= static_cast<uint8_t>(MsgType::kTrain);
+}
+
+// Grant's rate word (version 3): kbit/s, rounded to nearest, saturating.
+uint32_t grantRateWord(uint64_t bps) {
+    const uint64_t kbps = bps / 1000 + (bps % 1000 >= 500 ? 1 : 0);
+    return kbps > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(kbps);
 }
 
 Status malformed(const std::string& what) {
@@ -200,7 +209,7 @@ void encodeBody(const Message& m, uint8_t version, Writer& w) {
                 w.u64(v.bytes);
             } else if constexpr (std::is_same_v<T, Grant>) {
                 w.u32(v.flow);
-                w.zeros(4);
+                w.u32(version >= 3 ? grantRateWord(v.rate_bps) : 0);
                 w.u64(v.seq);
                 w.i64(v.slot_ns);
             } else if constexpr (std::is_same_v<T, Release>) {
@@ -218,6 +227,10 @@ void encodeBody(const Message& m, uint8_t version, Writer& w) {
                 w.u16(v.code);
                 w.u16(static_cast<uint16_t>(len));
                 w.name(std::string_view(v.text).substr(0, len), len);
+            } else if constexpr (std::is_same_v<T, Train>) {
+                w.name(v.link, kNameBytes);
+                w.u64(v.bytes);
+                w.i64(v.dispersion_ns);
             }
         },
         m);
@@ -289,7 +302,9 @@ Result<Message> decodeBody(MsgType type, uint8_t version, const uint8_t* p, size
         case MsgType::kGrant: {
             Grant g;
             g.flow = r.u32();
-            if (!r.zeros(4)) {
+            if (version >= 3) {
+                g.rate_bps = static_cast<uint64_t>(r.u32()) * 1000;
+            } else if (!r.zeros(4)) {
                 return malformed("grant: bad reserved bytes");
             }
             g.seq = r.u64();
@@ -330,6 +345,21 @@ Result<Message> decodeBody(MsgType type, uint8_t version, const uint8_t* p, size
             }
             return Message(e);
         }
+        case MsgType::kTrain: {
+            if (version < 3) {
+                return malformed("train needs protocol version 3");
+            }
+            Train t;
+            if (!r.name(kNameBytes, &t.link) || !validLinkName(t.link)) {
+                return malformed("train: bad link name");
+            }
+            t.bytes = r.u64();
+            t.dispersion_ns = r.i64();
+            if (t.bytes == 0 || t.dispersion_ns <= 0) {
+                return malformed("train: bytes and dispersion must be positive");
+            }
+            return Message(t);
+        }
     }
     return malformed("unknown type");
 }
@@ -366,12 +396,17 @@ const char* msgTypeName(MsgType t) {
             return "pong";
         case MsgType::kError:
             return "error";
+        case MsgType::kTrain:
+            return "train";
     }
     return "unknown";
 }
 
 void encode(const Message& m, std::vector<uint8_t>* out, uint8_t version) {
     version = std::clamp(version, kMinProtocolVersion, kProtocolVersion);
+    if (std::holds_alternative<Train>(m) && version < 3) {
+        return;  // the peer cannot read it: trains are pooled from version 3 on
+    }
     const size_t start = out->size();
     Writer w(out);
     w.bytes(kMagic, sizeof(kMagic));

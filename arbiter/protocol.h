@@ -15,7 +15,8 @@
 //   S: Challenge{server nonce, server MAC, policy, lease, heartbeat, session id}
 //   C: Auth{client MAC}                 (zeros when the client has no key)
 //   S: Welcome{session id}  or  Error{...} and close
-//   then, in any order:  C: Open / Request / Release / Close / Ping   S: Grant / Pong / Error
+//   then, in any order:  C: Open / Request / Release / Close / Ping / Train
+//                        S: Grant / Pong / Error
 //
 // Authentication (when the server has a key): HMAC-SHA256 over a role label, both nonces and
 // the session id, with the same shared key as the data path (ATLAS_AUTH_KEY). The labels
@@ -27,6 +28,12 @@
 // server refuses a version-2 Hello with a protocol Error; the client then reconnects at once
 // offering 1 (ArbiterClient), and its flows' priorities are not sent (the server gives them
 // sched::kDefaultPriority). A version-2 server serves version-1 clients the same way.
+// 3 pools the measured link rate across the DC: a client reports the message trains its
+// receivers measured (Train, a type that needs version 3), the server keeps one estimate per
+// link over every session's trains (sched::PathRate), and every Grant carries that link's
+// estimate in what was its reserved word. A refused Hello is retried one version lower, so
+// a version-3 client reaches a version-2 server at 2 and a version-1 server at 1; below 3
+// no trains are sent and each process learns the rate on its own.
 //
 // Untrusted input: Decoder accepts arbitrary bytes (fuzzed by fuzz_arbiter_protocol); a
 // malformed frame is a protocol error that ends the connection, never undefined behaviour.
@@ -47,7 +54,7 @@
 namespace atlas::arbiter {
 
 inline constexpr uint8_t kMagic[4] = {'A', 't', 'A', 'r'};
-inline constexpr uint8_t kProtocolVersion = 2;     // the highest this build speaks
+inline constexpr uint8_t kProtocolVersion = 3;     // the highest this build speaks
 inline constexpr uint8_t kMinProtocolVersion = 1;  // the lowest it still speaks
 inline constexpr uint8_t kPriorityLevels = 8;      // = sched::kPriorityLevels
 inline constexpr uint8_t kDefaultPriority = 1;     // = sched::kDefaultPriority
@@ -71,6 +78,7 @@ enum class MsgType : uint8_t {
     kPing = 10,
     kPong = 11,
     kError = 12,
+    kTrain = 13,  // version 3
 };
 
 // The policy the server runs, announced in the Challenge. Values match sched::PolicyKind.
@@ -117,10 +125,14 @@ struct Request {
     uint64_t bytes = 0;
 };
 // The flow may send for slot_ns from receipt (0 = until it releases). seq identifies the grant.
+// rate_bps (version 3; 0 before): the server's estimate of the flow's link rate over every
+// session's trains, 0 = unknown. On the wire in kbit/s (a u32: up to 4.29 Tbit/s, larger
+// values saturate), so it decodes as a multiple of 1000.
 struct Grant {
     uint32_t flow = 0;
     uint64_t seq = 0;
     Nanos slot_ns = 0;
+    uint64_t rate_bps = 0;
 };
 // The flow is done with grant `seq` (its queue drained or its slot ended); `bytes` were sent.
 struct Release {
@@ -141,6 +153,14 @@ struct Error {
     uint16_t code = 0;  // ErrorCode
     std::string text;   // <= kMaxErrorText, printable
 };
+// Version 3. One message train a receiver of this client measured on `link` (docs/
+// protocol.md "Confirmation"): `bytes` arrived over `dispersion_ns`, ending about when the
+// client sends this. Both are positive.
+struct Train {
+    std::string link;  // validLinkName
+    uint64_t bytes = 0;
+    Nanos dispersion_ns = 0;
+};
 
 enum class ErrorCode : uint16_t {
     kProtocol = 1,       // malformed or unexpected message
@@ -150,14 +170,16 @@ enum class ErrorCode : uint16_t {
     kServerFailure = 5,  // the arbiter cannot serve the session (its RNG failed); retry later
 };
 
+// In MsgType order (typeOf is the index + 1).
 using Message = std::variant<Hello, Challenge, Auth, Welcome, Open, Request, Grant, Release, Close,
-                             Ping, Pong, Error>;
+                             Ping, Pong, Error, Train>;
 
 MsgType typeOf(const Message& m);
 const char* msgTypeName(MsgType t);
 
 // Appends the framed message to `out`, at protocol `version` (kMinProtocolVersion ..
-// kProtocolVersion; version 1 leaves Open's priority out). Strings longer than their field
+// kProtocolVersion; version 1 leaves Open's priority out, versions below 3 Grant's rate; a
+// Train needs version 3: below it nothing is appended). Strings longer than their field
 // are truncated; non-printable bytes are replaced by '?', a priority out of range by the
 // last level, so whatever is encoded also decodes.
 void encode(const Message& m, std::vector<uint8_t>* out, uint8_t version = kProtocolVersion);

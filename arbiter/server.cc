@@ -301,7 +301,9 @@ class Session : public std::enable_shared_from_this<Session> {
                 s_.counters.sessions_current = s_.sessions.size();
                 ATLAS_LOG_INFO(s_.cfg.logger, "session %" PRIu64 " from %s (%s), protocol %u%s%s",
                                id_, peer_.c_str(), name_.c_str(), static_cast<unsigned>(version_),
-                               version_ < 2 ? " (no priorities: every flow has the default)" : "",
+                               version_ < 2   ? " (no priorities: every flow has the default)"
+                               : version_ < 3 ? " (no trains: it learns link rates on its own)"
+                                              : "",
                                s_.cfg.auth_key.empty() ? "" : ", authenticated");
                 send(Welcome{id_});
                 return true;
@@ -320,6 +322,8 @@ class Session : public std::enable_shared_from_this<Session> {
             st = s_.core->release(id_, r->flow, r->seq, r->bytes, now);
         } else if (const auto* c = std::get_if<Close>(&m)) {
             st = s_.core->close(id_, c->flow, now);
+        } else if (const auto* t = std::get_if<Train>(&m)) {
+            s_.core->train(t->link, t->bytes, t->dispersion_ns, now);  // ignored: not an error
         } else if (const auto* p = std::get_if<Ping>(&m)) {
             send(Pong{p->token});
         } else {
@@ -427,6 +431,7 @@ void ArbiterServer::Impl::sendGrant(const GrantOut& g) {
     m.flow = g.flow;
     m.seq = g.seq;
     m.slot_ns = g.slot_ns;
+    m.rate_bps = g.rate_bps;
     it->second->send(m);
 }
 

@@ -6,7 +6,7 @@ namespace atlas::sched {
 
 bool PathRate::addMessage(uint64_t bytes, Nanos first_ns, Nanos last_ns) {
     const Nanos dispersion = last_ns - first_ns;
-    if (bytes < config_.min_bytes || dispersion < config_.min_dispersion_ns) {
+    if (!config_.admits(bytes, dispersion)) {
         return false;
     }
     // bits per second = bytes * 8e9 / ns, without overflow for any realistic size.

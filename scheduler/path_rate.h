@@ -51,6 +51,12 @@ struct PathRateConfig {
     // second or less often (4 x 64 MiB in flight at 0.5 Gbit/s: one per 1.1 s), and a
     // strict window flickered between the rate and "unknown" there (measured).
     Nanos max_age_ns = 10 * kNsPerSec;
+
+    // Whether a train of `bytes` over `dispersion_ns` is a sample (large and long enough):
+    // the one filter, for PathRate and for whoever forwards trains to a pool elsewhere.
+    bool admits(uint64_t bytes, Nanos dispersion_ns) const {
+        return bytes >= min_bytes && dispersion_ns >= min_dispersion_ns;
+    }
 };
 
 class PathRate {

@@ -196,8 +196,10 @@ AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, i
             r.mode = "fail-open";
             return r;
         }
+        // The DC's processes pool their trains of this link at the arbiter (protocol 3).
         comm.setGate(
-            client_->makeGate(r.verdict.link, r.cls, comm.waker(), rateForLocked(r.verdict.link)));
+            client_->makeGate(r.verdict.link, r.cls, comm.waker(),
+                              rateForLocked(r.verdict.link, client_->ratePool(r.verdict.link))));
         r.gated = true;
         r.mode = "arbiter";
         return r;

@@ -81,16 +81,19 @@ bool ArbiterClient::Impl::fallBack(const arbiter::Error& e, Nanos now) {
         e.text.find("protocol version") == std::string::npos) {
         return false;
     }
-    if (!fallback_noted) {
+    // One version lower per refusal: a version-2 arbiter is met at 2, a version-1 one at 1.
+    const uint8_t lower = offer - 1;
+    if (!fallback_noted || lower < arbiter::kProtocolVersion - 1) {
         fallback_noted = true;
         ATLAS_LOG_INFO(cfg.logger,
                        "arbiter %s:%u speaks an older protocol (%s): reconnecting with version "
-                       "%u; traffic priorities are not sent, every flow has the default",
-                       cfg.host.c_str(), cfg.port, e.text.c_str(),
-                       static_cast<unsigned>(arbiter::kMinProtocolVersion));
+                       "%u; %s",
+                       cfg.host.c_str(), cfg.port, e.text.c_str(), static_cast<unsigned>(lower),
+                       lower < 2 ? "traffic priorities are not sent, every flow has the default"
+                                 : "link-rate trains are not pooled across the DC");
     }
     dropConnection();
-    offer = arbiter::kMinProtocolVersion;
+    offer = lower;
     next_attempt_ns = now;  // at once: this is the same attempt, not an outage
     return true;
 }
@@ -224,6 +227,14 @@ void ArbiterClient::Impl::onMessage(const Message& m, Nanos now) {
                 std::lock_guard<std::mutex> reg(reg_mu);
                 auto it = gates.find(g->flow);
                 if (it != gates.end()) {
+                    if (version.load(std::memory_order_relaxed) >= 3) {
+                        // Before the grant: its budget is computed at the rate it brings.
+                        std::lock_guard<std::mutex> pl(pool_mu);
+                        auto p = pools.find(it->second->link());
+                        if (p != pools.end()) {
+                            p->second->setDcRate(g->rate_bps);
+                        }
+                    }
                     it->second->onGrant(g->seq, g->slot_ns, cfg.clock->nowNs());
                 } else {
                     post(arbiter::Release{g->flow, g->seq, 0});  // closed meanwhile
@@ -457,6 +468,15 @@ std::unique_ptr<FlowGate> ArbiterClient::makeGate(const std::string& link,
     return gate;
 }
 
+std::shared_ptr<RatePool> ArbiterClient::ratePool(const std::string& link) {
+    std::lock_guard<std::mutex> lock(impl_->pool_mu);
+    auto& p = impl_->pools[link];
+    if (!p) {
+        p = std::make_shared<ArbiterRatePool>(impl_, link);
+    }
+    return p;
+}
+
 ArbiterClient::Mode ArbiterClient::mode() const {
     return impl_->mode.load(std::memory_order_acquire);
 }
@@ -470,6 +490,7 @@ ArbiterClient::Stats ArbiterClient::stats() const {
     s.releases = impl_->n_releases.load(std::memory_order_relaxed);
     s.unwanted_grants = impl_->n_unwanted.load(std::memory_order_relaxed);
     s.resumed = impl_->n_resumed.load(std::memory_order_relaxed);
+    s.trains = impl_->n_trains.load(std::memory_order_relaxed);
     return s;
 }
 

@@ -67,6 +67,7 @@ class ArbiterClient {
         uint64_t releases = 0;
         uint64_t unwanted_grants = 0;  // grants released at once (the flow had drained)
         uint64_t resumed = 0;          // acquires that resumed a grant still draining
+        uint64_t trains = 0;           // trains reported to the arbiter (protocol 3)
     };
 
     static Result<std::shared_ptr<ArbiterClient>> start(const ArbiterClientConfig& config);
@@ -83,6 +84,11 @@ class ArbiterClient {
     std::unique_ptr<FlowGate> makeGate(const std::string& link, const arbiter::WireClass& cls,
                                        std::function<void()> waker,
                                        std::shared_ptr<LinkRate> rate = nullptr);
+
+    // The DC-wide rate pool of `link` (one per link; ArbiterRatePool in arbiter_session.h): a
+    // MeasuredLinkRate over it holds grants by the arbiter's estimate over every process's
+    // trains, and by this process's own until the arbiter has one.
+    std::shared_ptr<RatePool> ratePool(const std::string& link);
 
     Mode mode() const;
     Stats stats() const;

@@ -4,7 +4,8 @@
 //
 // Ownership: the ArbiterClient and every ClientGate hold a shared_ptr, so a gate that
 // outlives the client (a comm closed after finalize) still finds valid state (mode kStopped).
-// Locks: reg_mu (the gate registry), then a gate's mutex, then out_mu (the send queue).
+// Locks: reg_mu (the gate registry), then a gate's mutex, then out_mu (the send queue);
+// pool_mu (the rate pools) after reg_mu, never with a gate's mutex or out_mu.
 #pragma once
 
 #include <unistd.h>
@@ -24,6 +25,31 @@
 namespace atlas::plugin::wan {
 
 class ClientGate;
+
+// The RatePool of one link under atlas-arbiter (ArbiterClient::ratePool): the DC's estimate.
+// add() keeps the train in a LocalRatePool of this process and, on a protocol-3 session,
+// reports it to the arbiter (Train); every Grant of a flow on the link brings back the
+// arbiter's estimate over every session's trains (setDcRate). estimate() is that DC estimate
+// once the arbiter has one, else this process's own (an older arbiter, or before the
+// arbiter's min_samples trains): a process whose own trains were shared ones (its first
+// grants) holds by what the whole DC measured, as the node segment's pool does per node.
+class ArbiterRatePool final : public RatePool {
+  public:
+    ArbiterRatePool(std::weak_ptr<ArbiterClient::Impl> client, std::string link)
+        : client_(std::move(client)), link_(std::move(link)) {}
+    uint64_t add(uint64_t bytes, Nanos first_ns, Nanos last_ns, size_t* live) override;
+    uint64_t estimate() const override;
+    const sched::PathRateConfig& config() const override { return local_.config(); }
+    // I/O thread: a Grant of a flow on this link carried the arbiter's estimate (0: unknown).
+    void setDcRate(uint64_t bps) { dc_bps_.store(bps, std::memory_order_relaxed); }
+    uint64_t dcRate() const { return dc_bps_.load(std::memory_order_relaxed); }
+
+  private:
+    const std::weak_ptr<ArbiterClient::Impl> client_;  // weak: the client holds its pools
+    const std::string link_;
+    LocalRatePool local_;
+    std::atomic<uint64_t> dc_bps_{0};
+};
 
 struct ArbiterClient::Impl : std::enable_shared_from_this<ArbiterClient::Impl> {
     explicit Impl(const ArbiterClientConfig& c) : cfg(c) {}
@@ -75,6 +101,9 @@ struct ArbiterClient::Impl : std::enable_shared_from_this<ArbiterClient::Impl> {
     std::map<uint32_t, ClientGate*> gates;
     uint32_t next_flow = 1;
 
+    std::mutex pool_mu;  // after reg_mu; see the lock order above
+    std::map<std::string, std::shared_ptr<ArbiterRatePool>> pools;  // by link
+
     std::mutex out_mu;
     std::vector<uint8_t> out;  // messages for the established session
     // Protocol version of the session (set before it is up; relaxed: out is cleared when a
@@ -82,7 +111,7 @@ struct ArbiterClient::Impl : std::enable_shared_from_this<ArbiterClient::Impl> {
     std::atomic<uint8_t> version{arbiter::kProtocolVersion};
 
     std::atomic<uint64_t> n_sessions{0}, n_outages{0}, n_requests{0}, n_grants{0}, n_releases{0},
-        n_unwanted{0}, n_resumed{0};
+        n_unwanted{0}, n_resumed{0}, n_trains{0};
 
     // ---- I/O thread only
     enum class Conn { kDown, kConnecting, kChallenge, kWelcome, kUp };

@@ -332,6 +332,41 @@ TEST(ArbiterCore, SixtyFourFlowsNoDeadlockNoStarvation) {
     EXPECT_EQ(st->first_grants, st->requests);
 }
 
+// Protocol 3: the trains of every session feed the link's one estimate, and grants carry it.
+// Session 1 measured three exclusive 2.5 MiB transfers; session 2 never sent a train of its
+// own, and its grant brings it session 1's rate.
+TEST(ArbiterCore, TrainsOfEverySessionPoolIntoTheRateItsGrantsCarry) {
+    auto core = makeCore(sched::PolicyKind::kTemporal, 0);
+    ASSERT_TRUE(core->open(1, 1, {0, 0, 0}, kLink, 0).isOk());
+    ASSERT_TRUE(core->open(2, 1, {1, 0, 0}, kLink, 0).isOk());
+    constexpr uint64_t kBytes = 2560 * 1024;
+    const Nanos disp = 21 * kNsPerMs;  // 0.998 Gbit/s
+    const uint64_t bps = kBytes * 8 * kNsPerSec / static_cast<uint64_t>(disp);
+    EXPECT_FALSE(core->train("nowhere", kBytes, disp, kNsPerSec)) << "no flow opened that link";
+    EXPECT_FALSE(core->train(kLink, 1000, disp, kNsPerSec)) << "too small to be a sample";
+    EXPECT_FALSE(core->train(kLink, kBytes, 0, kNsPerSec));
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(core->rateBps(kLink, kNsPerSec + i), 0u) << "unknown before three samples";
+        EXPECT_TRUE(core->train(kLink, kBytes, disp, kNsPerSec + i + 1));
+    }
+    EXPECT_EQ(core->rateBps(kLink, kNsPerSec + 4), bps);
+    EXPECT_EQ(core->linkStats(kLink)->trains, 3u);
+    ASSERT_TRUE(core->request(2, 1, kBytes, kNsPerSec + 5).isOk());
+    auto g = decide(*core, kNsPerSec + 6);
+    ASSERT_EQ(g.size(), 1u);
+    EXPECT_EQ(g[0].session, 2u);
+    EXPECT_EQ(g[0].rate_bps, bps) << "the grant carries what the DC measured";
+    const std::string text = renderMetrics(*core, {}, kNsPerSec + 7);
+    EXPECT_NE(text.find("atlas_arbiter_link_trains_total{link=\"east->west\"} 3\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("atlas_arbiter_link_rate_bits_per_second{link=\"east->west\"} 9"),
+              std::string::npos)
+        << text;
+    // Samples age out like the plugin's (sched::PathRate's window and max age).
+    EXPECT_EQ(core->rateBps(kLink, kNsPerSec + 20 * kNsPerSec), 0u);
+}
+
 TEST(ArbiterMetrics, PrometheusTextHasEveryFamilyAndTheNumbers) {
     auto core = makeCore(sched::PolicyKind::kTemporal, 0);
     ASSERT_TRUE(core->open(3, 1, {2, 1, 1}, kLink, 0).isOk());

@@ -11,6 +11,7 @@
 #include "arbiter/protocol.h"
 #include "plugin/wan/admission.h"
 #include "plugin/wan/arbiter_client.h"
+#include "plugin/wan/link_rate.h"
 #include "plugin_host/plugin_host.h"
 #include "tests/arbiter/test_util.h"
 #include "tests/transport/loopback_util.h"
@@ -202,6 +203,45 @@ TEST(MeasuredLinkRate, LearnsFromTrainsCappedByTheTypedRate) {
     feed(capped);
     EXPECT_EQ(capped.bitsPerSec(300 * kNsPerMs), 500'000'000u);
     EXPECT_NEAR(static_cast<double>(capped.measuredBps()), 1e9, 1e6);
+}
+
+// Protocol 3 (the DC-wide rate pool): process A's receivers measured three exclusive
+// transfers; process B, which measured nothing, holds its grant by A's rate as soon as its
+// first grant arrives, and its byte budget is that rate's share of the slot.
+TEST(ArbiterLoopback, TrainsOfOneProcessSetTheHoldRateOfAnother) {
+    constexpr Nanos kSlotNs = 250 * kNsPerMs;
+    ServerThread srv(serverConfig(sched::PolicyKind::kTemporal, kSlotNs));
+    ASSERT_TRUE(srv.ok()) << srv.error();
+    auto a = startClient(clientConfig(srv.port()));
+    auto b = startClient(clientConfig(srv.port()));
+    ASSERT_TRUE(a && b);
+    auto rate_a = std::make_shared<MeasuredLinkRate>(0, kLink, Logger{}, a->ratePool(kLink));
+    auto rate_b = std::make_shared<MeasuredLinkRate>(0, kLink, Logger{}, b->ratePool(kLink));
+    Waker wa, wb;
+    auto ga = a->makeGate(kLink, {0, 0, 0}, wa.fn(), rate_a);
+    auto gb = b->makeGate(kLink, {1, 0, 0}, wb.fn(), rate_b);
+    ASSERT_TRUE(acquireWithin(*ga, wa, milliseconds(3000)));
+    constexpr uint64_t kTrain = 4ull << 20;
+    const Nanos at1gbps = static_cast<Nanos>(kTrain * 8);  // ns for 4 MiB at 1 Gbit/s
+    for (int i = 0; i < 3; ++i) {
+        ga->onPathSample(kTrain, at1gbps, monotonicNowNs());
+    }
+    ga->onPathSample(1000, at1gbps, monotonicNowNs());  // not a sample: not sent
+    EXPECT_EQ(a->stats().trains, 3u);
+    ASSERT_TRUE(waitFor([&] {
+        return srv.server().metricsText().find(
+                   "atlas_arbiter_link_trains_total{link=\"dc0->dc1\"} 3\n") != std::string::npos;
+    })) << srv.server().metricsText();
+    ga->release(kTrain, monotonicNowNs());
+    EXPECT_EQ(rate_b->bitsPerSec(0), 0u) << "B measured nothing and had no grant yet";
+    ASSERT_TRUE(acquireWithin(*gb, wb, milliseconds(3000)));
+    EXPECT_NEAR(static_cast<double>(rate_b->bitsPerSec(0)), 1e9, 2e6)
+        << "the grant brought the DC's estimate";
+    EXPECT_EQ(b->stats().trains, 0u);
+    // The budget of B's grant: its slot (at most 250 ms from receipt) at 1 Gbit/s.
+    EXPECT_LE(gb->budgetBytes(), static_cast<uint64_t>(1e9 / 8 * 0.250 * 1.01));
+    EXPECT_GE(gb->budgetBytes(), static_cast<uint64_t>(1e9 / 8 * 0.200));
+    gb->release(0, monotonicNowNs());
 }
 
 TEST(ArbiterLoopback, SharedKeyAuthenticatesAndAWrongKeyFailsOpen) {

@@ -36,12 +36,13 @@ std::vector<Message> samples() {
             Welcome{7},
             o,
             Request{3, 12345678},
-            Grant{3, 99, 250 * kNsPerMs},
+            Grant{3, 99, 250 * kNsPerMs, 958'000'000},
             Release{3, 99, 777},
             Close{3},
             Ping{5},
             Pong{5},
-            e};
+            e,
+            Train{"east->west", 2621440, 21 * kNsPerMs}};
 }
 
 TEST(ArbiterProtocol, EveryMessageRoundTripsByteByByte) {
@@ -73,7 +74,12 @@ TEST(ArbiterProtocol, EveryMessageRoundTripsByteByByte) {
     EXPECT_EQ(o.link, "east->west");
     EXPECT_EQ(o.cls, (WireClass{12, 3, 1}));
     EXPECT_EQ(std::get<Grant>(got[6]).slot_ns, 250 * kNsPerMs);
+    EXPECT_EQ(std::get<Grant>(got[6]).rate_bps, 958'000'000u);
     EXPECT_EQ(std::get<Error>(got[11]).text, "flow 3 is already open");
+    const auto& t = std::get<Train>(got[12]);
+    EXPECT_EQ(t.link, "east->west");
+    EXPECT_EQ(t.bytes, 2621440u);
+    EXPECT_EQ(t.dispersion_ns, 21 * kNsPerMs);
 }
 
 TEST(ArbiterProtocol, RejectsForeignBytesAtTheFirstWrongMagicByte) {
@@ -97,7 +103,7 @@ TEST(ArbiterProtocol, RejectsWrongVersionLengthTypeAndReservedBits) {
         uint8_t value;
         const char* what;
     } cases[] = {
-        {4, 3, "version"},
+        {4, kProtocolVersion + 1, "version"},
         {4, 0, "version"},
         {5, 0, "type"},
         {5, 99, "type"},
@@ -156,7 +162,7 @@ TEST(ArbiterProtocol, VersionTwoCarriesThePriorityAndVersionOneDefaultsIt) {
     auto got = decode(v2, &version);
     ASSERT_TRUE(got.isOk()) << got.status().toString();
     EXPECT_EQ(got->cls.priority, 0);
-    EXPECT_EQ(version, 2);
+    EXPECT_EQ(version, kProtocolVersion);
     o.cls.priority = 5;
     EXPECT_EQ(encode(o)[kPriorityOffset], 5);
 
@@ -186,9 +192,69 @@ TEST(ArbiterProtocol, VersionTwoCarriesThePriorityAndVersionOneDefaultsIt) {
     d.feed(future.data(), future.size());
     auto err = d.next();
     ASSERT_FALSE(err.isOk());
-    EXPECT_NE(err.status().message().find("protocol version 3 (this side speaks 1..2)"),
+    EXPECT_NE(err.status().message().find("protocol version 4 (this side speaks 1..3)"),
               std::string::npos)
         << err.status().message();
+}
+
+Result<Message> decodeOne(const std::vector<uint8_t>& bytes) {
+    Decoder d;
+    d.feed(bytes.data(), bytes.size());
+    auto next = d.next();
+    if (!next.isOk()) {
+        return next.status();
+    }
+    if (!next.value()) {
+        return Status(Code::kInvalidArgument, "incomplete");
+    }
+    return *next.value();
+}
+
+// Version 3: Grant's reserved word carries the link rate in kbit/s; below 3 it stays zero.
+TEST(ArbiterProtocol, VersionThreeGrantCarriesTheRateInItsReservedWord) {
+    constexpr size_t kWordOffset = kHeaderBytes + 4;  // after the flow
+    Grant g{7, 11, 250 * kNsPerMs, 957'600'400};
+    auto got = decodeOne(encode(g));
+    ASSERT_TRUE(got.isOk()) << got.status().toString();
+    EXPECT_EQ(std::get<Grant>(*got).rate_bps, 957'600'000u) << "kbit/s, rounded";
+    g.rate_bps = 957'600'600;
+    EXPECT_EQ(std::get<Grant>(*decodeOne(encode(g))).rate_bps, 957'601'000u);
+    g.rate_bps = UINT64_MAX;
+    EXPECT_EQ(std::get<Grant>(*decodeOne(encode(g))).rate_bps, uint64_t{UINT32_MAX} * 1000)
+        << "saturates";
+
+    for (uint8_t v : {uint8_t{1}, uint8_t{2}}) {
+        auto old = encode(g, v);
+        EXPECT_EQ(old[kWordOffset], 0) << "version " << int(v) << " keeps the word reserved";
+        auto back = decodeOne(old);
+        ASSERT_TRUE(back.isOk()) << back.status().toString();
+        EXPECT_EQ(std::get<Grant>(*back).rate_bps, 0u);
+        old[kWordOffset] = 1;
+        EXPECT_FALSE(decodeOne(old).isOk()) << "version " << int(v) << ": the word must be zero";
+    }
+}
+
+TEST(ArbiterProtocol, TrainNeedsVersionThreeAndPositiveValidFields) {
+    const Train t{"dc0->dc1", 1 << 20, 9 * kNsPerMs};
+    EXPECT_TRUE(encode(t, 2).empty()) << "nothing an older peer could not read is sent";
+    EXPECT_TRUE(encode(t, 1).empty());
+    auto v3 = encode(t);
+    ASSERT_FALSE(v3.empty());
+    ASSERT_TRUE(decodeOne(v3).isOk());
+
+    auto as_v2 = v3;
+    as_v2[4] = 2;  // a train inside a version-2 session
+    auto err = decodeOne(as_v2);
+    ASSERT_FALSE(err.isOk());
+    EXPECT_NE(err.status().message().find("train needs protocol version 3"), std::string::npos)
+        << err.status().message();
+
+    for (const Train& bad : {Train{"dc0->dc1", 0, 9 * kNsPerMs}, Train{"dc0->dc1", 1 << 20, 0},
+                             Train{"dc0->dc1", 1 << 20, -5}, Train{"dc0 dc1", 1 << 20, 5}}) {
+        auto r = decodeOne(encode(bad));
+        ASSERT_FALSE(r.isOk()) << bad.link << " " << bad.bytes << " " << bad.dispersion_ns;
+        EXPECT_NE(r.status().message().find("train:"), std::string::npos) << r.status().message();
+    }
 }
 
 TEST(ArbiterProtocol, TruncatedStreamsWaitAndNeverFail) {

@@ -1,7 +1,7 @@
 // Protocol versions across builds (arbiter/protocol.h, "Versions") over 127.0.0.1: a
 // version-1 client (an older plugin) is served by this arbiter with every flow at the
-// default priority, and this plugin's client falls back to version 1 when an older arbiter
-// refuses its version-2 Hello.
+// default priority, and this plugin's client steps down one version at a time when an older
+// arbiter refuses its Hello.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -10,7 +10,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "arbiter/protocol.h"
 #include "plugin/wan/arbiter_client.h"
@@ -99,21 +101,22 @@ TEST(ArbiterVersions, VersionOneClientIsServedAtVersionOneWithTheDefaultPriority
     ::close(fd);
 }
 
-// An arbiter of the previous build: it refuses any Hello but version 1 with the protocol
-// error its decoder produced, at version 1, and closes; the second connection shows what the
-// client offered after that.
-TEST(ArbiterVersions, ClientFallsBackToVersionOneWhenAnOlderArbiterRefusesItsHello) {
+// An arbiter of an older build that speaks versions 1..`speaks`: it refuses a Hello of a
+// higher version with the protocol error its decoder produced, and closes; a Hello it speaks
+// ends the run (recorded, then closed). Returns the Hello versions, one per connection, and
+// the client's log.
+std::vector<int> offersAgainstAnOlderArbiter(int speaks, std::string* log_text) {
     const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    ASSERT_EQ(::listen(lfd, 4), 0);
+    EXPECT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(::listen(lfd, 4), 0);
     socklen_t len = sizeof(a);
     ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
-    std::vector<int> offered;  // the Hello versions, one per connection
+    std::vector<int> offered;
     std::thread old_arbiter([&] {
-        for (int conn = 0; conn < 2; ++conn) {
+        for (int conn = 0; conn < arbiter::kProtocolVersion; ++conn) {
             pollfd p{lfd, POLLIN, 0};
             if (::poll(&p, 1, kIoMs) != 1) {
                 return;
@@ -129,15 +132,22 @@ TEST(ArbiterVersions, ClientFallsBackToVersionOneWhenAnOlderArbiterRefusesItsHel
                 }
                 got += static_cast<size_t>(n);
             }
+            const bool spoken = got == sizeof(header) && header[4] <= speaks;
             if (got == sizeof(header)) {
                 offered.push_back(header[4]);
+            }
+            if (got == sizeof(header) && !spoken) {
                 arbiter::Error e;
                 e.code = static_cast<uint16_t>(arbiter::ErrorCode::kProtocol);
                 e.text = "malformed arbiter message: protocol version " +
-                         std::to_string(header[4]) + " (this side speaks 1)";
+                         std::to_string(header[4]) + " (this side speaks 1.." +
+                         std::to_string(speaks) + ")";
                 (void)sendAll(fd, arbiter::encode(e, 1));
             }
             ::close(fd);
+            if (spoken || got != sizeof(header)) {
+                return;
+            }
         }
     });
     CaptureLog log;
@@ -150,16 +160,26 @@ TEST(ArbiterVersions, ClientFallsBackToVersionOneWhenAnOlderArbiterRefusesItsHel
     c.name = "test";
     c.logger = log.logger();
     auto client = ArbiterClient::start(c);
-    ASSERT_TRUE(client.isOk()) << client.status().toString();
+    EXPECT_TRUE(client.isOk()) << client.status().toString();
     old_arbiter.join();
     ::close(lfd);
-    ASSERT_EQ(offered.size(), 2u);
-    EXPECT_EQ(offered[0], arbiter::kProtocolVersion) << "the first Hello offers the highest";
-    EXPECT_EQ(offered[1], 1) << "after the refusal the client offers version 1";
     EXPECT_TRUE(waitFor([&] {
         return log.all().find("speaks an older protocol") != std::string::npos;
     })) << "one INFO names the fallback: "
         << log.all();
+    *log_text = log.all();
+    return offered;
+}
+
+// One version lower per refusal: a version-1 arbiter is reached at 1 (no priorities), a
+// version-2 one at 2 (priorities, but no pooled trains).
+TEST(ArbiterVersions, ClientStepsDownOneVersionPerRefusalOfAnOlderArbiter) {
+    std::string log;
+    EXPECT_EQ(offersAgainstAnOlderArbiter(1, &log), (std::vector<int>{3, 2, 1}));
+    EXPECT_NE(log.find("traffic priorities are not sent"), std::string::npos) << log;
+    EXPECT_EQ(offersAgainstAnOlderArbiter(2, &log), (std::vector<int>{3, 2}));
+    EXPECT_NE(log.find("link-rate trains are not pooled"), std::string::npos) << log;
+    EXPECT_EQ(log.find("traffic priorities are not sent"), std::string::npos) << log;
 }
 
 }  // namespace
