@@ -176,8 +176,8 @@ Status ArbiterCore::close(SessionId session, uint32_t flow, Nanos now_ns) {
 bool ArbiterCore::train(const std::string& link, uint64_t bytes, Nanos dispersion_ns,
                         Nanos now_ns) {
     auto it = links_.find(link);
-    if (it == links_.end() || dispersion_ns <= 0 ||
-        !it->second->rate.addMessage(bytes, now_ns - dispersion_ns, now_ns)) {
+    // addMessage applies the sample filter (PathRateConfig::admits: a positive dispersion).
+    if (it == links_.end() || !it->second->rate.addMessage(bytes, now_ns - dispersion_ns, now_ns)) {
         return false;
     }
     ++it->second->stats.trains;

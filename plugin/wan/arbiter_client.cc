@@ -83,8 +83,8 @@ bool ArbiterClient::Impl::fallBack(const arbiter::Error& e, Nanos now) {
     }
     // One version lower per refusal: a version-2 arbiter is met at 2, a version-1 one at 1.
     const uint8_t lower = offer - 1;
-    if (!fallback_noted || lower < arbiter::kProtocolVersion - 1) {
-        fallback_noted = true;
+    if (lower < fallback_noted_at) {
+        fallback_noted_at = lower;
         ATLAS_LOG_INFO(cfg.logger,
                        "arbiter %s:%u speaks an older protocol (%s): reconnecting with version "
                        "%u; %s",

@@ -42,7 +42,6 @@ class ArbiterRatePool final : public RatePool {
     const sched::PathRateConfig& config() const override { return local_.config(); }
     // I/O thread: a Grant of a flow on this link carried the arbiter's estimate (0: unknown).
     void setDcRate(uint64_t bps) { dc_bps_.store(bps, std::memory_order_relaxed); }
-    uint64_t dcRate() const { return dc_bps_.load(std::memory_order_relaxed); }
 
   private:
     const std::weak_ptr<ArbiterClient::Impl> client_;  // weak: the client holds its pools
@@ -134,7 +133,9 @@ struct ArbiterClient::Impl : std::enable_shared_from_this<ArbiterClient::Impl> {
     // The version the next Hello offers: the highest, until an arbiter refuses it; offered
     // again after every outage (the arbiter may have been upgraded meanwhile).
     uint8_t offer = arbiter::kProtocolVersion;
-    bool fallback_noted = false;  // the INFO about an older arbiter was logged
+    // The lowest version an INFO about an older arbiter named: each step down is logged
+    // once per process, not again after every outage.
+    uint8_t fallback_noted_at = arbiter::kProtocolVersion;
 };
 
 }  // namespace atlas::plugin::wan
