@@ -15,7 +15,7 @@
 namespace atlas::transport {
 
 CommCore::CommCore(const CommParams& params, std::vector<Fd> fds, Engine* engine)
-    : params_(params), engine_(engine) {
+    : params_(params), engine_(engine), train_(TrainRules{params.cadence.train_span_ns}) {
     policy_.rtt_ns = params_.info.rtt_ns;
     policy_.timeout_ns = params_.timeout_ns;
     lanes_.resize(fds.size());
@@ -304,7 +304,6 @@ void CommCore::takePosted() {
         st.complete = false;
         st.store_wait = false;
         st.ranges.clear();
-        st.train_first_ns = -1;
         if (!isSend()) {
             continue;
         }
@@ -362,7 +361,7 @@ void CommCore::completeRequest(uint64_t seq, uint64_t result) {
     RequestState& st = state(seq);
     st.complete = true;
     if (!isSend()) {
-        noteTrain(st, result);
+        closeTrain(seq, result);
     }
     r.result_ = result;
     if (observer_ != nullptr) {
@@ -375,66 +374,67 @@ void CommCore::completeRequest(uint64_t seq, uint64_t result) {
     }
 }
 
-bool CommCore::kernelReceived(uint64_t* bytes) const {
-    *bytes = 0;
+bool CommCore::kernelReceived(KernelCount* out) const {
+    *out = KernelCount{};
     for (size_t i = 1; i < streams_.size(); ++i) {
         const Stream* s = streams_[i].get();
         TcpInfoSample info;
         if (s == nullptr || s->dead || !readTcpInfo(s->fd.get(), 0, &info).isOk()) {
             return false;
         }
-        *bytes += info.bytes_received;
+        out->bytes += info.bytes_received;
+        out->out_of_order += info.rcv_ooopack;
     }
     return true;
 }
 
-void CommCore::openTrain(RequestState& st, bool was_parked) {
-    st.train_first_ns = -1;
+void CommCore::openTrain(uint64_t seq, uint64_t total, bool was_parked) {
     const Nanos now = params_.clock->nowNs();
-    // One train at a time, messages of a sample's size, not from a parked stream (its
-    // bytes piled up in the kernel while no receive was posted), at a bounded rate.
-    if (train_open_ || was_parked || st.total < kMinTrainBytes || now < next_train_ns_ ||
-        !kernelReceived(&st.train_kernel)) {
+    if (!train_.canOpen(total, was_parked, now)) {
         return;
     }
-    st.train_first_ns = now;
-    st.train_unparks = unparks_;
-    st.train_losses = counters_.stream_resets.load(std::memory_order_relaxed);
-    st.train_duplicates = counters_.duplicate_bytes.load(std::memory_order_relaxed);
-    train_open_ = true;
-    next_train_ns_ = now + kMinTrainGapNs;
+    KernelCount kernel;
+    if (kernelReceived(&kernel)) {
+        train_.open(seq, now, kernel, payloadBytes(), trainSpoilers());
+    }
 }
 
-void CommCore::noteTrain(RequestState& st, uint64_t result) {
-    if (st.train_first_ns < 0) {
+void CommCore::cutTrain() {
+    const Nanos now = params_.clock->nowNs();
+    if (!train_.cutDue(now, payloadBytes())) {
         return;
     }
-    // Closed whatever follows: the next message's first frame may open one.
-    train_open_ = false;
-    const Nanos start = st.train_first_ns;
-    st.train_first_ns = -1;
-    uint64_t kernel = 0;
-    if (result < kMinTrainBytes ||
-        st.train_losses != counters_.stream_resets.load(std::memory_order_relaxed) ||
-        st.train_duplicates != counters_.duplicate_bytes.load(std::memory_order_relaxed) ||
-        st.train_unparks != unparks_ || !kernelReceived(&kernel) || kernel < st.train_kernel) {
+    std::optional<KernelCount> kernel = KernelCount{};
+    if (!kernelReceived(&*kernel)) {
+        kernel.reset();
+    }
+    reportTrain(train_.cut(now, kernel, payloadBytes(), trainSpoilers()));
+}
+
+void CommCore::closeTrain(uint64_t seq, uint64_t result) {
+    if (!train_.isOpen() || train_.seq() != seq) {
         return;
     }
-    // The bytes that reached the kernel between the message's first frame and its last
-    // byte, on every data stream: with several messages in flight (NCCL keeps up to 8) their
-    // bytes share the link with this one's, so this message's bytes alone would read as a
-    // fraction of the rate. The kernel's count, not the bytes the engine has read: reads
-    // complete a whole piece at a time (MSG_WAITALL, 512 KiB), so the read count moves in
-    // steps of a piece per stream, and with pieces of the next message completing right
-    // after this one the trains of 2.5 MiB messages read 0.2 to 35 Gbit/s on a 1 Gbit/s
-    // link (measured, gpipe-link in scripts/bench-sharing). Bytes already in the socket
-    // buffers when the train opens count at neither end.
-    const uint64_t bytes = kernel - st.train_kernel;
-    const Nanos dispersion = params_.clock->nowNs() - start;
-    if (bytes >= kMinTrainBytes && dispersion > 0 &&
-        static_cast<uint64_t>(dispersion) <= wire::kMaxTrainNs) {
-        train_bytes_ = bytes;  // carried by the next confirmation
-        train_ns_ = dispersion;
+    std::optional<KernelCount> kernel = KernelCount{};
+    if (!kernelReceived(&*kernel)) {
+        kernel.reset();
+    }
+    reportTrain(train_.close(params_.clock->nowNs(), result, kernel, trainSpoilers()));
+}
+
+TrainSpoilers CommCore::trainSpoilers() const {
+    return {counters_.stream_resets.load(std::memory_order_relaxed),
+            counters_.duplicate_bytes.load(std::memory_order_relaxed), unparks_};
+}
+
+uint64_t CommCore::payloadBytes() const {
+    return counters_.payload_bytes.load(std::memory_order_relaxed);
+}
+
+void CommCore::reportTrain(const std::optional<TrainSample>& sample) {
+    if (sample) {
+        train_bytes_ = sample->bytes;  // carried by the next confirmation
+        train_ns_ = sample->dispersion_ns;
     }
 }
 

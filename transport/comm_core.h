@@ -53,6 +53,7 @@
 #include "transport/send_ledger.h"
 #include "transport/socket_util.h"
 #include "transport/striper.h"
+#include "transport/train.h"
 #include "transport/wire.h"
 
 namespace atlas::transport {
@@ -155,11 +156,6 @@ class CommCore final {
   private:
     static constexpr size_t kMaxPrefixBytes = seal::prefixBytes(wire::kFrameHeaderBytes);
     static constexpr uint64_t kMaxSealedPiece = 8ull << 20;
-    // Smallest message whose arrival is reported as a train (shorter ones are read jitter).
-    static constexpr uint64_t kMinTrainBytes = 1ull << 20;
-    // Trains open at most this often: each costs 2 x nstreams getsockopt calls, which a
-    // fast LAN comm moving 1 MiB messages every 100 us must not pay per message.
-    static constexpr Nanos kMinTrainGapNs = 5 * kNsPerMs;
     // How long an end of stream waits for the peer's goodbye on another stream.
     static constexpr Nanos kEofGraceNs = 100 * kNsPerMs;
     enum class RecvPhase : uint8_t {
@@ -235,17 +231,6 @@ class CommCore final {
         bool complete = true;
         bool store_wait = false;  // send: counted once in store_full_waits
         ReceivedRanges ranges;    // recv: bytes written into the posted buffer
-        // recv, the message train (docs/protocol.md "Confirmation"): when its first frame
-        // was read (-1: no sample: read from a parked stream, too small, or another train
-        // was open), the bytes the kernel had received on the comm's data streams then
-        // (kernelReceived(): the train counts every byte that crossed the link meanwhile,
-        // other messages' too), and the loss, duplicate and unpark counts then (a resend,
-        // or a parked stream's backlog read during the message, spoils the sample).
-        Nanos train_first_ns = -1;
-        uint64_t train_kernel = 0;
-        uint64_t train_losses = 0;
-        uint64_t train_duplicates = 0;
-        uint64_t train_unparks = 0;
     };
 
     bool isSend() const { return params_.role == CommParams::Role::kSend; }
@@ -266,15 +251,22 @@ class CommCore final {
     void takePosted();
     void fail(Status st);
     void completeRequest(uint64_t seq, uint64_t result);
-    // recv: a completed message ends a train (docs/protocol.md "Confirmation") when it
-    // qualifies; the next confirmation carries it.
-    void noteTrain(RequestState& st, uint64_t result);
-    // recv: may a message whose first frame is read now open a train? Sets up `st` if so.
-    void openTrain(RequestState& st, bool was_parked);
-    // recv: bytes the kernel received on the data streams (TCP_INFO tcpi_bytes_received,
-    // the one sampler of tcp_info.h), false when a stream is gone or unreadable. One
-    // getsockopt per data stream: only at a train's two ends.
-    bool kernelReceived(uint64_t* bytes) const;
+    // recv, the message train (transport/train.h; docs/protocol.md "Confirmation"): the
+    // first frame of message `seq` was read; open one if the rule lets it.
+    void openTrain(uint64_t seq, uint64_t total, bool was_parked);
+    // recv: payload was read: cut the open train into a sample when its part is due.
+    void cutTrain();
+    // recv: message `seq` completed: the train's last part, if it is that message's.
+    void closeTrain(uint64_t seq, uint64_t result);
+    TrainSpoilers trainSpoilers() const;
+    uint64_t payloadBytes() const;
+    // recv: a sample for the next confirmation (a newer one replaces one not yet sent).
+    void reportTrain(const std::optional<TrainSample>& sample);
+    // recv: bytes and out-of-order segments the kernel received on the data streams
+    // (TCP_INFO tcpi_bytes_received and tcpi_rcv_ooopack, the one sampler of tcp_info.h),
+    // false when a stream is gone or unreadable. One getsockopt per data stream: only at a
+    // train's ends and cuts.
+    bool kernelReceived(KernelCount* out) const;
     std::unique_ptr<Stream> makeStream(int index, uint32_t epoch, Fd fd);
     // Stream `s` (live) failed: recovery, or comm failure when recovery cannot help.
     void loseStream(Stream& s, const std::string& cause);
@@ -367,8 +359,7 @@ class CommCore final {
     Nanos confirm_first_ = 0;
     uint64_t confirm_bytes_ = 0;
     uint64_t unparks_ = 0;      // recv: frames attached from a parked stream (a backlog burst)
-    bool train_open_ = false;   // recv: a message's train is being measured
-    Nanos next_train_ns_ = 0;   // recv: no train opens before (kMinTrainGapNs apart)
+    MessageTrain train_;        // recv: the path-rate sample being measured
     uint64_t train_bytes_ = 0;  // recv: the latest train for the next confirmation (0: none)
     Nanos train_ns_ = 0;
     uint64_t confirmed_posted_ = 0;

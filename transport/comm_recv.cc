@@ -160,7 +160,7 @@ void CommCore::attach(Stream& s) {
         }
         st.total = s.frame.total;
         st.total_known = true;
-        openTrain(st, was_parked);
+        openTrain(seq, st.total, was_parked);
         if (observer_ != nullptr) {
             observer_->arrived(seq, st.total, params_.clock->nowNs());
         }
@@ -257,6 +257,8 @@ void CommCore::onPayload(Stream& s, uint64_t n) {
         s.run_to_buffer = false;
         if (st.ranges.covered() == st.total && !st.complete) {
             completeRequest(s.frame_seq, st.total);
+        } else {
+            cutTrain();
         }
     } else {
         RecoveryCounters::add(counters_.duplicate_bytes, n);
@@ -308,6 +310,8 @@ void CommCore::frameDone(Stream& s) {
             s.sealed_runs.clear();
             if (req_state.ranges.covered() == req_state.total && !req_state.complete) {
                 completeRequest(s.frame_seq, req_state.total);
+            } else {
+                cutTrain();
             }
         }
     }

@@ -204,9 +204,9 @@ constexpr size_t kConfirmEntryBytes = 16;
 constexpr size_t kMaxConfirmEntries = 2 * (kMaxStreams + 1);
 constexpr size_t kMaxConfirmBody = kConfirmFixedBytes + kMaxConfirmEntries * kConfirmEntryBytes;
 
-// `train_bytes`/`train_ns` (both 0 = none): the latest message the receiver took whole while
-// waiting for it, `train_bytes` long, whose payload took `train_ns` from its first frame to
-// its last byte: the sample of the path's rate the sender's grant hold learns from
+// `train_bytes`/`train_ns` (both 0 = none): the latest train (transport/train.h): while the
+// receiver waited for a message, the kernel received `train_bytes` on the data streams over
+// `train_ns`: the sample of the path's rate the sender's grant hold learns from
 // (scheduler/path_rate.h; docs/protocol.md "Confirmation").
 struct ConfirmBody {
     uint64_t posted = 0;

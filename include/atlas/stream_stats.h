@@ -31,6 +31,7 @@ struct TcpInfoSample {
     uint64_t pacing_rate = 0;     // bytes/s (bbr's bandwidth estimate times its gain)
     uint64_t bytes_acked = 0;     // sender side
     uint64_t bytes_received = 0;  // receiver side
+    uint32_t rcv_ooopack = 0;     // receiver side: out-of-order packets (Linux 5.4+)
     bool delivery_rate_app_limited = false;
 };
 

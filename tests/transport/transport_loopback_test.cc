@@ -533,6 +533,57 @@ TEST(LoopbackGate, TheReceiverReportsTrainsOfMessagesItWaitedFor) {
     EXPECT_LE(all[1].first, most);
 }
 
+TEST(LoopbackGate, ALongMessageIsCutIntoTrainsOfTheSpan) {
+    // A message that arrives for longer than the cadence's train_span_ns gives a sample per
+    // span (docs/protocol.md "Confirmation"), not one at its end: the rate estimate follows
+    // a change within a few spans even when messages take seconds. Loopback moves 64 MiB in
+    // tens of milliseconds, so the span here is 1 ms; with cuts off (span 0) the same message
+    // is one train.
+    auto trainsOf = [](Nanos span) {
+        auto c = testing::loopbackConfig();
+        c.sockbuf_bytes = 256 * 1024;  // bytes reach the kernel as they are read (see above)
+        c.confirm.train_span_ns = span;
+        auto t = Transport::create(c);
+        EXPECT_TRUE(t.isOk());
+        Pair p;
+        EXPECT_TRUE(connectPair(**t, **t, &p).isOk());
+        auto shared = std::make_shared<TestGate::Shared>();
+        shared->grant_now.store(true);
+        p.send->setGate(std::make_unique<TestGate>(shared));
+        std::vector<uint8_t> src(64 << 20), dst(64 << 20), small(4096);
+        fillPattern(src, 9);
+        size_t n = 0;
+        Request *sr = nullptr, *rr = nullptr;
+        EXPECT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+        EXPECT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
+        EXPECT_TRUE(waitFor(sr, &n).isOk());
+        EXPECT_TRUE(waitFor(rr, &n).isOk());
+        EXPECT_EQ(src, dst);
+        // The last part's confirmation: a small message after it is confirmed too.
+        EXPECT_TRUE(p.recv->irecv(dst.data(), small.size(), &rr).isOk());
+        EXPECT_TRUE(p.send->isend(small.data(), small.size(), &sr).isOk());
+        EXPECT_TRUE(waitFor(sr, &n).isOk());
+        EXPECT_TRUE(waitFor(rr, &n).isOk());
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        return shared->trainsNow();
+    };
+    const uint64_t most = (64u << 20) + 512 * 1024;  // the message and its frame headers
+    const auto whole = trainsOf(0);
+    ASSERT_EQ(whole.size(), 1u) << "with cuts off a message is one train";
+    EXPECT_GE(whole[0].first, 1u << 20);
+    EXPECT_LE(whole[0].first, most);
+    const auto cut = trainsOf(kNsPerMs);
+    ASSERT_GE(cut.size(), 2u) << "a 64 MiB message was not cut into trains of 1 ms";
+    uint64_t sum = 0;
+    for (const auto& [bytes, ns] : cut) {
+        EXPECT_GE(bytes, 1u << 20) << "a part below a sample's size was reported";
+        EXPECT_GT(ns, 0);
+        sum += bytes;
+    }
+    // The parts are disjoint stretches of the one message: together at most its bytes.
+    EXPECT_LE(sum, most);
+}
+
 TEST(LoopbackGate, SlotEndStopsStripingUntilRegranted) {
     auto c = testing::loopbackConfig();
     c.chunk_bytes = 64 * 1024;

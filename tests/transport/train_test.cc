@@ -1,0 +1,120 @@
+// transport/train.h: when the receiver's path-rate sample opens, is cut, ends and is spoiled.
+// Every input is synthetic: the clock, the kernel's counts, the comm's counters.
+#include <gtest/gtest.h>
+
+#include "transport/train.h"
+
+namespace atlas::transport {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr Nanos kMs = kNsPerMs;
+
+KernelCount kc(uint64_t bytes, uint64_t ooo = 0) {
+    return KernelCount{bytes, ooo};
+}
+
+TEST(MessageTrain, OpensForAWaitedForMessageOfASamplesSizeAtABoundedRate) {
+    MessageTrain t;
+    EXPECT_TRUE(t.canOpen(kMiB, false, 0));
+    EXPECT_FALSE(t.canOpen(kMiB - 1, false, 0)) << "below a sample's size";
+    EXPECT_FALSE(t.canOpen(4 * kMiB, true, 0)) << "read from a parked stream";
+    t.open(7, 100 * kMs, kc(0), 0, {});
+    EXPECT_TRUE(t.isOpen());
+    EXPECT_EQ(t.seq(), 7u);
+    EXPECT_FALSE(t.canOpen(4 * kMiB, false, 200 * kMs)) << "one train at a time";
+    EXPECT_FALSE(t.close(101 * kMs, kMiB / 2, kc(kMiB / 2), {})) << "a message below 1 MiB";
+    EXPECT_FALSE(t.isOpen());
+    EXPECT_FALSE(t.canOpen(4 * kMiB, false, 104 * kMs)) << "within 5 ms of the last open";
+    EXPECT_TRUE(t.canOpen(4 * kMiB, false, 105 * kMs));
+}
+
+TEST(MessageTrain, AMessageThatEndsWithinTheSpanIsOneSample) {
+    MessageTrain t;
+    t.open(1, 10 * kMs, kc(1000), 0, {});
+    EXPECT_FALSE(t.cutDue(30 * kMs, 3 * kMiB)) << "the span (200 ms) has not passed";
+    const auto s = t.close(31 * kMs, 3 * kMiB, kc(1000 + 3 * kMiB), {});
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->bytes, 3 * kMiB);
+    EXPECT_EQ(s->dispersion_ns, 21 * kMs);
+    EXPECT_FALSE(t.isOpen());
+}
+
+TEST(MessageTrain, ALongMessageIsCutIntoPartsOfTheSpan) {
+    MessageTrain t(TrainRules{200 * kMs});
+    t.open(1, 0, kc(0), 0, {});
+    EXPECT_FALSE(t.cutDue(199 * kMs, 10 * kMiB)) << "before the span";
+    EXPECT_FALSE(t.cutDue(300 * kMs, kMiB - 1)) << "less than a sample's worth read";
+    ASSERT_TRUE(t.cutDue(200 * kMs, kMiB));
+    const auto first = t.cut(210 * kMs, kc(25 * kMiB), 24 * kMiB, {});
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->bytes, 25 * kMiB);
+    EXPECT_EQ(first->dispersion_ns, 210 * kMs);
+    // The next part starts at the cut, from its counts.
+    ASSERT_TRUE(t.isOpen());
+    EXPECT_FALSE(t.cutDue(400 * kMs, 30 * kMiB)) << "the next part's span runs from the cut";
+    EXPECT_FALSE(t.cutDue(410 * kMs, 24 * kMiB + kMiB - 1));
+    ASSERT_TRUE(t.cutDue(410 * kMs, 30 * kMiB));
+    const auto second = t.cut(415 * kMs, kc(50 * kMiB), 49 * kMiB, {});
+    ASSERT_TRUE(second);
+    EXPECT_EQ(second->bytes, 25 * kMiB);
+    EXPECT_EQ(second->dispersion_ns, 205 * kMs);
+    // The last part, at the message's end.
+    const auto last = t.close(500 * kMs, 64 * kMiB, kc(60 * kMiB), {});
+    ASSERT_TRUE(last);
+    EXPECT_EQ(last->bytes, 10 * kMiB);
+    EXPECT_EQ(last->dispersion_ns, 85 * kMs);
+}
+
+TEST(MessageTrain, APartThatSawASegmentOutOfOrderRunsFiveSpans) {
+    MessageTrain t(TrainRules{200 * kMs});
+    t.open(1, 0, kc(0, 3), 0, {});
+    ASSERT_TRUE(t.cutDue(200 * kMs, 20 * kMiB));
+    EXPECT_FALSE(t.cut(200 * kMs, kc(30 * kMiB, 4), 20 * kMiB, {}))
+        << "a 200 ms part across a repaired hole is no sample";
+    ASSERT_TRUE(t.isOpen()) << "the train runs on";
+    EXPECT_FALSE(t.cutDue(999 * kMs, 100 * kMiB));
+    ASSERT_TRUE(t.cutDue(1000 * kMs, 100 * kMiB));
+    const auto s = t.cut(1000 * kMs, kc(120 * kMiB, 9), 119 * kMiB, {});
+    ASSERT_TRUE(s) << "after five spans the part is a sample, holes or not";
+    EXPECT_EQ(s->bytes, 120 * kMiB);
+    EXPECT_EQ(s->dispersion_ns, 1000 * kMs);
+    // Back to one span for the next part, which is clean.
+    ASSERT_TRUE(t.cutDue(1200 * kMs, 125 * kMiB));
+    const auto next = t.cut(1200 * kMs, kc(145 * kMiB, 9), 144 * kMiB, {});
+    ASSERT_TRUE(next);
+    EXPECT_EQ(next->bytes, 25 * kMiB);
+}
+
+TEST(MessageTrain, AResetADuplicateOrABacklogEndsTheMessagesTrain) {
+    for (const TrainSpoilers spoil :
+         {TrainSpoilers{1, 0, 0}, TrainSpoilers{0, 1, 0}, TrainSpoilers{0, 0, 1}}) {
+        MessageTrain cut;
+        cut.open(1, 0, kc(0), 0, {});
+        EXPECT_FALSE(cut.cut(200 * kMs, kc(25 * kMiB), 25 * kMiB, spoil));
+        EXPECT_FALSE(cut.isOpen());
+        MessageTrain closed;
+        closed.open(1, 0, kc(0), 0, {});
+        EXPECT_FALSE(closed.close(20 * kMs, 4 * kMiB, kc(4 * kMiB), spoil));
+        EXPECT_FALSE(closed.isOpen());
+    }
+    MessageTrain unreadable;
+    unreadable.open(1, 0, kc(0), 0, {});
+    EXPECT_FALSE(unreadable.cut(200 * kMs, std::nullopt, 25 * kMiB, {}));
+    EXPECT_FALSE(unreadable.isOpen()) << "the kernel's count could not be read";
+    MessageTrain back;
+    back.open(1, 0, kc(10 * kMiB), 0, {});
+    EXPECT_FALSE(back.close(20 * kMs, 4 * kMiB, kc(kMiB), {})) << "a counter went back";
+}
+
+TEST(MessageTrain, ASpanOfZeroNeverCuts) {
+    MessageTrain t(TrainRules{0});
+    t.open(1, 0, kc(0), 0, {});
+    EXPECT_FALSE(t.cutDue(3600 * kNsPerSec, 1ull << 40));
+    const auto s = t.close(2 * kNsPerSec, 64 * kMiB, kc(64 * kMiB), {});
+    ASSERT_TRUE(s);
+    EXPECT_EQ(s->dispersion_ns, 2 * kNsPerSec);
+}
+
+}  // namespace
+}  // namespace atlas::transport
