@@ -15,7 +15,7 @@ Nanos drainEndNs(Nanos grant_start_ns, uint64_t bytes, uint64_t link_bps) {
     return end >= static_cast<long double>(kNever) ? kNever : static_cast<Nanos>(end);
 }
 
-GrantHold::Acquire GrantHold::acquire(Nanos now_ns) {
+GrantHold::Acquire GrantHold::acquire(Nanos now_ns, uint64_t queued_bytes, bool others_waiting) {
     switch (phase_) {
         case Phase::kGranted:
             if (now_ns < until_ns_) {
@@ -23,22 +23,29 @@ GrantHold::Acquire GrantHold::acquire(Nanos now_ns) {
             }
             break;  // the slot is over: the arbiter preempts or renews; ask again
         case Phase::kDraining:
-            if (now_ns < until_ns_ && end_ns_ < until_ns_) {
+            if (now_ns < until_ns_ && end_ns_ < until_ns_ && !others_waiting) {
                 phase_ = Phase::kGranted;
+                allowance_ = grant_bytes_ + queued_bytes;  // the new bytes ride this grant
                 return Acquire::kResumed;
             }
             if (now_ns < due_ns_) {
-                after_drain_ = true;  // the slot is full of bytes still crossing
+                // The slot is full of bytes still crossing, or others wait for their turn:
+                // these bytes take a turn of their own once ours are through.
+                after_drain_ = true;
+                after_drain_bytes_ = queued_bytes;
                 return Acquire::kAfterDrain;
             }
             phase_ = Phase::kWaiting;
+            allowance_ = queued_bytes;
             return Acquire::kGiveBack;
-        case Phase::kIdle:
         case Phase::kWaiting:
+            return Acquire::kAsk;  // a repeated ask keeps its turn and what it asked for
+        case Phase::kIdle:
         case Phase::kOpen:
             break;
     }
     phase_ = Phase::kWaiting;
+    allowance_ = queued_bytes;
     return Acquire::kAsk;
 }
 
@@ -59,6 +66,7 @@ GrantHold::Granted GrantHold::onGrant(Nanos now_ns, Nanos until_ns) {
             if (phase_ == Phase::kDraining && after_drain_ && end_ns_ < until_ns_) {
                 after_drain_ = false;
                 phase_ = Phase::kGranted;
+                allowance_ = grant_bytes_ + after_drain_bytes_;
                 return Granted::kWake;
             }
             return Granted::kRenewed;
@@ -96,6 +104,9 @@ bool GrantHold::finishDrain(Nanos now_ns) {
         return false;
     }
     phase_ = after_drain_ ? Phase::kWaiting : Phase::kIdle;
+    if (after_drain_) {
+        allowance_ = after_drain_bytes_;
+    }
     after_drain_ = false;
     return true;
 }
@@ -108,18 +119,19 @@ uint64_t GrantHold::budgetBytes(uint64_t link_bps) const {
         return 0;
     }
     if (link_bps == 0 || until_ns_ == kNever) {
-        return UINT64_MAX;
+        // No slot budget; the allowance still holds (a later message takes a turn of its own
+        // once the flow is contended).
+        return allowance_ > grant_bytes_ ? allowance_ - grant_bytes_ : 1;
     }
     const long double slot =
         static_cast<long double>(std::max<Nanos>(until_ns_ - grant_start_ns_, 0));
     const long double total = slot * static_cast<long double>(link_bps) / 8e9L;
-    if (total >= static_cast<long double>(UINT64_MAX)) {
-        return UINT64_MAX;
-    }
+    const uint64_t bytes = total >= static_cast<long double>(UINT64_MAX)
+                               ? UINT64_MAX
+                               : std::min(static_cast<uint64_t>(total), allowance_);
     // At least one byte: a grant that was resumed (its release found room in the slot at the
     // rate of then) always commits one more piece, so a rate that moved in between cannot
     // make release and resume alternate without progress; that piece fills the slot.
-    const auto bytes = static_cast<uint64_t>(total);
     return bytes > grant_bytes_ ? bytes - grant_bytes_ : 1;
 }
 

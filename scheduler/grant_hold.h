@@ -7,11 +7,22 @@
 // queue behind ours and TCP shares the link again. So a released grant is kept until
 //     drain end = grant start + bytes sent under the grant / link rate   (at most the slot end)
 // and a new message of the same flow before then resumes the grant without asking (no round
-// trip, no new FIFO turn). Without a rate (0: unknown) the grant goes back at once.
+// trip, no new FIFO turn) while no other flow waits for the link. Without a rate (0: unknown)
+// the grant goes back at once.
+//
+// A turn per transfer: a grant carries the bytes the flow had queued when it asked for it
+// (its allowance), not the messages that came after. Those ride the grant only when nobody
+// else waits; otherwise they take a turn of their own once the flow's bytes are through
+// (kAfterDrain). Why: four pipelines whose forward activations F0 were queued at 20 ms and
+// F1 at 40 ms must cross in the order F0 F0 F0 F0 F1 F1 F1 F1 (the order the simulator's FIFO
+// of transfers assumes, and the one that starts every next stage earliest); when a grant
+// carried the flow's whole queue they crossed F0 F1 F0 F1 ..., the fourth pipeline's next
+// stage started 88 ms later than in the simulator, and every iteration took 70 ms longer
+// (640 ms measured against 570.7 simulated, traced on the default bench-sharing workload).
 //
 // The grant's byte budget: a slot is link time, so at the link's rate it carries
-//     budget = (slot end - grant start) x rate / 8   bytes   (unbounded without a rate or a
-//                                                            slot end)
+//     budget = min((slot end - grant start) x rate / 8, allowance)   bytes
+// (the allowance alone without a rate or a slot end)
 // and the engine commits no more than that under one grant (budgetBytes()). Without it a
 // saturated flow fills its streams' kernel buffers (22 streams x 512 KiB unsent, plus the
 // pieces queued for them) right up to its slot end; that tail then crosses the link during
@@ -32,9 +43,11 @@
 //
 //   kIdle --acquire--> kWaiting --onGrant--> kGranted --release(rate)--> kDraining
 //     ^                   ^                     |  ^                         |  |
-//     +------------- release (no rate) ---------+  +--acquire within slot----+  |
+//     +------------- release (no rate) ---------+  +--acquire within slot, --+  |
+//                         |                             nobody else waiting     |
 //     +-------------- finishDrain at dueNs() ---------------------------------+  |
-//                         +-- finishDrain, after an acquire of a full slot ------+
+//                         +-- finishDrain, after an acquire of a full slot -----+
+//                                              or of a contended flow
 //   any --open()--> kOpen (unarbitrated: fail-open, fair, stopped); reset() -> kIdle
 //
 // Pure: no clock, no lock, no I/O. One owner at a time (the gate's mutex); times are the
@@ -69,8 +82,10 @@ class GrantHold {
         kAfterDrain,  // the draining grant's slot is full (its budget spent): wait; at dueNs()
                       // finishDrain() gives it back and leaves the flow waiting (ask then)
     };
-    // The engine has data queued.
-    Acquire acquire(Nanos now_ns);
+    // The engine has `queued_bytes` queued (what a new turn is asked for). `others_waiting`:
+    // another flow waits for the link (read only when a draining grant could resume: a
+    // contended flow's new bytes take a turn of their own).
+    Acquire acquire(Nanos now_ns, uint64_t queued_bytes, bool others_waiting);
 
     enum class Granted : uint8_t {
         kWake,      // the waited-for grant: the engine must be woken (byte count restarts)
@@ -92,9 +107,9 @@ class GrantHold {
     // or kWaiting when an acquire came during a full slot's drain (ask for the link).
     bool finishDrain(Nanos now_ns);
     // Bytes the engine may still commit under the current grant at link_bps, before its
-    // next release: (slot end - grant start) x rate, less what earlier releases of the grant
-    // reported, and at least 1. UINT64_MAX when unbounded (no rate, no slot end, open); 0
-    // unless granted.
+    // next release: min((slot end - grant start) x rate, the allowance), less what earlier
+    // releases of the grant reported, and at least 1. The allowance alone without a rate or
+    // a slot end; UINT64_MAX when open; 0 unless granted.
     uint64_t budgetBytes(uint64_t link_bps) const;
     // The grant was lost (revoked, its session ended): kIdle, nothing to give back.
     void reset();
@@ -116,8 +131,12 @@ class GrantHold {
     Nanos grant_start_ns_ = 0;
     uint64_t grant_bytes_ = 0;
     Nanos due_ns_ = 0;
-    Nanos end_ns_ = 0;          // the last release's drain end, before the slot's clamp
-    bool after_drain_ = false;  // kDraining: an acquire waits for this drain to end
+    Nanos end_ns_ = 0;                // the last release's drain end, before the slot's clamp
+    bool after_drain_ = false;        // kDraining: an acquire waits for this drain to end
+    uint64_t after_drain_bytes_ = 0;  // ... with this many bytes queued (its next allowance)
+    // Bytes (counted from the grant's start) the grant may carry: what was queued when the
+    // turn was asked for, plus what resumed it.
+    uint64_t allowance_ = UINT64_MAX;
 };
 
 const char* grantPhaseName(GrantHold::Phase phase);

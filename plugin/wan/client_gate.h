@@ -43,6 +43,10 @@ class ClientGate final : public HoldingGate {
     // The arbiter keeps a pending request: its grant comes back unwanted and is released.
     void wentIdle(Nanos) override { requested_epoch_ = 0; }
     void resumed() override { c_->n_resumed.fetch_add(1, std::memory_order_relaxed); }
+    // The arbiter does not say whether others wait for the link: a new message always takes
+    // a turn of its own (the transfer the arbiter's policy orders), at the cost of a round
+    // trip to the arbiter when the flow is alone.
+    bool othersWaiting(Nanos) override { return true; }
     void requestLocked();
 
     const std::shared_ptr<ArbiterClient::Impl> c_;

@@ -23,7 +23,10 @@ bool HoldingGate::acquire(uint64_t queued_bytes, Nanos now_ns) {
         publishLocked();
         return true;
     }
-    const Hold::Acquire a = hold_.acquire(now_ns);
+    // Whether others wait matters only where a draining grant could resume (a segment lock
+    // or nothing: not on the data path).
+    const bool contended = hold_.phase() == Hold::Phase::kDraining && othersWaiting(now_ns);
+    const Hold::Acquire a = hold_.acquire(now_ns, queued_bytes, contended);
     if (a == Hold::Acquire::kHolds || a == Hold::Acquire::kResumed) {
         if (stillHeld(now_ns)) {
             if (a == Hold::Acquire::kResumed) {
@@ -33,7 +36,7 @@ bool HoldingGate::acquire(uint64_t queued_bytes, Nanos now_ns) {
             return true;
         }
         hold_.reset();  // revoked meanwhile: nothing to give back, ask like a new request
-        hold_.acquire(now_ns);
+        hold_.acquire(now_ns, queued_bytes, false);
     } else if (a == Hold::Acquire::kGiveBack) {
         giveBack(hold_.grantBytes(), now_ns);  // the drain outlived its slot
     } else if (a == Hold::Acquire::kAfterDrain) {

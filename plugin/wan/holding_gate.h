@@ -75,6 +75,9 @@ class HoldingGate : public FlowGate {
     virtual void wentIdle(Nanos /*now_ns*/) {}
     // An acquire resumed a draining grant (no new turn, no round trip): statistics.
     virtual void resumed() {}
+    // Does another flow wait for this flow's link? A draining grant resumes for new bytes
+    // only when not (GrantHold: a turn per transfer). Unknown counts as yes.
+    virtual bool othersWaiting(Nanos now_ns) = 0;
 
     // Applies a grant that arrived for this flow; publishes. The caller handles kUnwanted
     // (give it back) and, after unlocking mu_, calls waker_ on kWake.

@@ -70,6 +70,16 @@ bool ShmGate::stillHeld(Nanos) {
     return held;
 }
 
+bool ShmGate::othersWaiting(Nanos) {
+    if (!a_->lock()) {
+        return true;  // broken: the next ask sends unarbitrated anyway
+    }
+    // This flow holds the link while it drains, so every waiting entry is another flow's.
+    const bool others = !a_->stopped && a_->fifo().waiting() > 0;
+    a_->unlock();
+    return others;
+}
+
 void ShmGate::giveBack(uint64_t bytes, Nanos now_ns) {
     if (a_->broken.load(std::memory_order_acquire) || !a_->lock()) {
         return;

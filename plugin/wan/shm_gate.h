@@ -33,6 +33,7 @@ class ShmGate final : public HoldingGate {
     bool arbitrated() override;
     bool ask(uint64_t queued_bytes, Nanos now_ns, Nanos* until_ns) override;
     bool stillHeld(Nanos now_ns) override;
+    bool othersWaiting(Nanos now_ns) override;
     void giveBack(uint64_t bytes, Nanos now_ns) override;
     void wentIdle(Nanos now_ns) override { giveBack(0, now_ns); }  // leaves the wait list
     void drainArmed() override { a_->ringSelf(); }                 // the watcher times the drain

@@ -183,19 +183,26 @@ TEST_F(ShmWatcherTest, DrainedFlowKeepsTheLinkUntilItsBytesCrossedIt) {
     Waker w1, w2;
     auto g1 = gate(w1, rate);
     auto g2 = gate(w2, rate);
-    ASSERT_TRUE(g1->acquire(1, kT0));
+    ASSERT_TRUE(g1->acquire(6'000, kT0));
     g1->release(6'000, kT0 + kNsPerMs);  // the kernel took it all at once
-    EXPECT_FALSE(g2->acquire(1, kT0 + 2 * kNsPerMs));
-    EXPECT_TRUE(g1->acquire(1, kT0 + 3 * kNsPerMs)) << "resumed while draining";
-    g1->release(4'000, kT0 + 4 * kNsPerMs);  // 10 KB under the grant: through at 10 ms
+    EXPECT_TRUE(g1->acquire(4'000, kT0 + 2 * kNsPerMs)) << "alone: resumed while draining";
+    g1->release(4'000, kT0 + 3 * kNsPerMs);  // 10 KB under the grant: through at 10 ms
+    EXPECT_FALSE(g2->acquire(1'000, kT0 + 4 * kNsPerMs));
+    // g1's third message finds g2 waiting: no resume, it takes a turn after g2's.
+    EXPECT_FALSE(g1->acquire(2'000, kT0 + 5 * kNsPerMs)) << "resumed ahead of a waiter";
     EXPECT_EQ(a.runWatcher(kT0 + 5 * kNsPerMs), kT0 + 10 * kNsPerMs) << "wakes at the drain end";
     a.runWatcher(kT0 + 10 * kNsPerMs - 1);
     EXPECT_EQ(w2.calls.load(), 0) << "10 KB are not through yet";
     a.runWatcher(kT0 + 10 * kNsPerMs);
     EXPECT_EQ(w2.calls.load(), 1);
-    EXPECT_TRUE(g2->acquire(1, kT0 + 11 * kNsPerMs));
-    EXPECT_EQ(a.snapshot().grants, 2u) << "the resumed grant was not a new one";
-    g2->release(1, kT0 + 12 * kNsPerMs);
+    EXPECT_EQ(w1.calls.load(), 0);
+    EXPECT_TRUE(g2->acquire(1'000, kT0 + 11 * kNsPerMs));
+    g2->release(1'000, kT0 + 11 * kNsPerMs);  // through at 12 ms
+    a.runWatcher(kT0 + 12 * kNsPerMs);
+    EXPECT_EQ(w1.calls.load(), 1) << "g1's third message, after g2";
+    EXPECT_TRUE(g1->acquire(2'000, kT0 + 13 * kNsPerMs));
+    EXPECT_EQ(a.snapshot().grants, 3u) << "the resumed grant was not a new one";
+    g1->release(2'000, kT0 + 13 * kNsPerMs);
 }
 
 TEST_F(ShmWatcherTest, AnExpiredLeaseIsHandedOnWithoutTheHoldersEngine) {
