@@ -27,6 +27,7 @@
 #include "options/table.h"
 #include "plugin/devices.h"
 #include "scheduler/bubble_predictor.h"
+#include "scheduler/grant_hold.h"
 #include "scheduler/link_policy.h"
 #include "transport/net.h"
 

@@ -89,7 +89,7 @@ GrantHold::Release GrantHold::release(uint64_t bytes, Nanos now_ns, uint64_t lin
     }
     grant_bytes_ += bytes;
     end_ns_ = drainEndNs(grant_start_ns_, grant_bytes_, link_bps);
-    const Nanos due = std::min(end_ns_, until_ns_);
+    const Nanos due = std::min(end_ns_ == kNever ? kNever : end_ns_ - lead_ns_, until_ns_);
     if (due > now_ns) {
         phase_ = Phase::kDraining;
         due_ns_ = due;

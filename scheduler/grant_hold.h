@@ -60,12 +60,22 @@
 
 namespace atlas::sched {
 
+// The plugin's default hand-off lead (ATLAS_HANDOFF_LEAD_US; GrantHold's own default is 0).
+inline constexpr Nanos kDefaultHandoffLeadNs = 2 * kNsPerMs;
+
 // When `bytes` sent from grant_start_ns have crossed a link of link_bps bits per second
 // (saturating); grant_start_ns when link_bps is 0 (unknown rate: no hold).
 Nanos drainEndNs(Nanos grant_start_ns, uint64_t bytes, uint64_t link_bps);
 
 class GrantHold {
   public:
+    // `lead_ns`: the hand-off lead. A drained grant goes back this long before its bytes are
+    // through (dueNs() = drain end - lead, at most the slot end), so that the next holder's
+    // first bytes, after the hand-off's own latency (a futex or an arbiter round trip, a
+    // wake-up, the engine's first write), reach the bottleneck as ours leave it. The two
+    // transfers overlap by at most the lead, queued one behind the other in the bottleneck's
+    // buffer: a few milliseconds, far below any buffer worth the name.
+    explicit GrantHold(Nanos lead_ns = 0) : lead_ns_(lead_ns) {}
     enum class Phase : uint8_t {
         kIdle,      // no grant, nothing asked
         kWaiting,   // asked for the link
@@ -126,6 +136,7 @@ class GrantHold {
     uint64_t grantBytes() const { return grant_bytes_; }
 
   private:
+    Nanos lead_ns_ = 0;  // the hand-off lead
     Phase phase_ = Phase::kIdle;
     Nanos until_ns_ = 0;
     Nanos grant_start_ns_ = 0;

@@ -83,6 +83,7 @@ Result<WanConfig> configFromParams(const Params& p) {
     c.slot_ns = static_cast<Nanos>(p.slot_ms) * kNsPerMs;
     c.lease_ns = static_cast<Nanos>(p.lease_ms) * kNsPerMs;
     c.max_wait_ns = static_cast<Nanos>(p.max_wait_ms) * kNsPerMs;
+    c.handoff_lead_ns = static_cast<Nanos>(p.handoff_lead_us) * kNsPerUs;
     c.shm_prefix = p.node_shm;
     for (char ch : c.shm_prefix) {
         const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
@@ -136,9 +137,9 @@ std::shared_ptr<LinkRate> WanAdmission::rateForLocked(const std::string& link,
     if (!rate) {
         if (config_.measure_rate) {
             rate = std::make_shared<MeasuredLinkRate>(config_.link_bps, link, logger_,
-                                                      std::move(pool));
+                                                      std::move(pool), config_.handoff_lead_ns);
         } else {
-            rate = std::make_shared<FixedLinkRate>(config_.link_bps);
+            rate = std::make_shared<FixedLinkRate>(config_.link_bps, config_.handoff_lead_ns);
         }
     }
     return rate;

@@ -27,6 +27,7 @@
 #include "plugin/wan/flow_class.h"
 #include "plugin/wan/link_rate.h"
 #include "plugin/wan/shm_arbiter.h"
+#include "scheduler/grant_hold.h"
 #include "transport/net.h"
 
 namespace atlas::plugin {
@@ -58,11 +59,14 @@ struct WanConfig {
     // ATLAS_LINK_RATE=measured: the rate is learned per link (MeasuredLinkRate), link_bps
     // caps it; fixed: link_bps as typed.
     bool measure_rate = true;
+    // ATLAS_HANDOFF_LEAD_US: a drained grant goes to the next waiter this long before its
+    // bytes are through (sched::GrantHold's lead; the pipelined hand-off).
+    Nanos handoff_lead_ns = sched::kDefaultHandoffLeadNs;
 };
 
 // Parses ATLAS_DC_MAP, ATLAS_WAN_RTT_US, ATLAS_FLOW_CLASS, ATLAS_SHARING, ATLAS_ARBITER_CONNECT,
 // ATLAS_ARBITER_TIMEOUT_MS, ATLAS_SLOT_MS, ATLAS_LEASE_MS, ATLAS_MAX_WAIT_MS, ATLAS_NODE_SHM,
-// ATLAS_LINK_GBPS, ATLAS_LINK_RATE.
+// ATLAS_LINK_GBPS, ATLAS_LINK_RATE, ATLAS_HANDOFF_LEAD_US.
 // Errors are kInvalidUsage naming the variable (init fails, like any invalid ATLAS_* value).
 Result<WanConfig> configFromParams(const Params& params);
 

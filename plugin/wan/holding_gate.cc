@@ -5,7 +5,7 @@ namespace atlas::plugin::wan {
 using Hold = sched::GrantHold;
 
 HoldingGate::HoldingGate(std::function<void()> waker, std::shared_ptr<LinkRate> rate)
-    : waker_(std::move(waker)), rate_(std::move(rate)) {}
+    : hold_(rate ? rate->handoffLeadNs() : 0), waker_(std::move(waker)), rate_(std::move(rate)) {}
 
 void HoldingGate::publishLocked() {
     // The rate as of its last sample: neither LinkRate reads `now` (an estimate changes only

@@ -12,8 +12,9 @@ uint64_t LocalRatePool::add(uint64_t bytes, Nanos first_ns, Nanos last_ns, size_
 }
 
 MeasuredLinkRate::MeasuredLinkRate(uint64_t cap_bps, std::string link, Logger log,
-                                   std::shared_ptr<RatePool> pool)
-    : cap_bps_(cap_bps),
+                                   std::shared_ptr<RatePool> pool, Nanos handoff_lead_ns)
+    : LinkRate(handoff_lead_ns),
+      cap_bps_(cap_bps),
       link_(std::move(link)),
       log_(log),
       pool_(pool ? std::move(pool) : std::make_shared<LocalRatePool>()) {}

@@ -10,6 +10,10 @@
 //  - FixedLinkRate (ATLAS_LINK_RATE=fixed): ATLAS_LINK_GBPS as typed (0 = unknown: a grant
 //    goes back as soon as the flow's queue is in the kernel).
 //
+// Both carry the link's hand-off lead (ATLAS_HANDOFF_LEAD_US): how long before a drained
+// grant's bytes are through the gate hands the link on (sched::GrantHold's lead), so the next
+// holder's first bytes reach the bottleneck as ours leave it.
+//
 // Threads: bitsPerSec() is called by engine threads on every release of a grant, so it is
 // lock-free (an atomic load). addSample() runs on engine threads when a confirmation carries
 // a train (a few per message at most); it takes the pool's lock (a mutex no reader waits on,
@@ -31,7 +35,9 @@ namespace atlas::plugin::wan {
 
 class LinkRate {
   public:
+    explicit LinkRate(Nanos handoff_lead_ns = 0) : handoff_lead_ns_(handoff_lead_ns) {}
     virtual ~LinkRate() = default;
+    Nanos handoffLeadNs() const { return handoff_lead_ns_; }
     // Bits per second the link is expected to carry at now_ns; 0 = unknown.
     virtual uint64_t bitsPerSec(Nanos now_ns) const = 0;
     // A receiver's train: `bytes` arrived over `dispersion_ns`. Default: ignored.
@@ -40,11 +46,15 @@ class LinkRate {
         (void)dispersion_ns;
         (void)now_ns;
     }
+
+  private:
+    const Nanos handoff_lead_ns_;
 };
 
 class FixedLinkRate final : public LinkRate {
   public:
-    explicit FixedLinkRate(uint64_t bps) : bps_(bps) {}
+    explicit FixedLinkRate(uint64_t bps, Nanos handoff_lead_ns = 0)
+        : LinkRate(handoff_lead_ns), bps_(bps) {}
     uint64_t bitsPerSec(Nanos) const override { return bps_; }
 
   private:
@@ -90,7 +100,7 @@ class MeasuredLinkRate final : public LinkRate {
     // train at TRACE level.
     // `pool`: where the samples go (null: a LocalRatePool of its own).
     MeasuredLinkRate(uint64_t cap_bps, std::string link = {}, Logger log = {},
-                     std::shared_ptr<RatePool> pool = nullptr);
+                     std::shared_ptr<RatePool> pool = nullptr, Nanos handoff_lead_ns = 0);
     uint64_t bitsPerSec(Nanos now_ns) const override;
     void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns) override;
     // The estimate alone (0 = unknown), for stats and traces.

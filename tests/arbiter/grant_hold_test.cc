@@ -195,6 +195,27 @@ TEST(GrantHold, AContendedFlowTakesATurnPerTransfer) {
     EXPECT_EQ(r.budgetBytes(kMBps), 40'000u);
 }
 
+TEST(GrantHold, TheHandOffLeadGivesTheLinkOnBeforeTheBytesAreThrough) {
+    GrantHold h(3 * kNsPerMs);
+    h.acquire(0, kQueued, false);
+    h.onGrant(0, kNever);
+    EXPECT_EQ(h.release(100'000, kNsPerMs, kMBps), R::kHold);
+    EXPECT_EQ(h.dueNs(), 97 * kNsPerMs) << "100 ms of bytes, handed on 3 ms early";
+    EXPECT_FALSE(h.finishDrain(97 * kNsPerMs - 1));
+    EXPECT_TRUE(h.finishDrain(97 * kNsPerMs));
+    // A message within the lead of its drain end: nothing to hold any more.
+    GrantHold late(3 * kNsPerMs);
+    late.acquire(0, kQueued, false);
+    late.onGrant(0, kNever);
+    EXPECT_EQ(late.release(2'000, kNsPerMs, kMBps), R::kGiveBack) << "due at -1 ms";
+    // The slot end is not moved by the lead: it is the arbiter's, not the bytes'.
+    GrantHold slot(3 * kNsPerMs);
+    slot.acquire(0, kQueued, false);
+    slot.onGrant(0, 50 * kNsPerMs);
+    EXPECT_EQ(slot.release(100'000, kNsPerMs, kMBps), R::kHold);
+    EXPECT_EQ(slot.dueNs(), 50 * kNsPerMs);
+}
+
 TEST(GrantHold, TheRateIsTakenAtEachRelease) {
     // A measured rate (issue 17) may change between messages: the due follows it.
     GrantHold h;
