@@ -141,6 +141,7 @@ WanPath parsePath(const json* j, const std::string& path, const WanPath& def, St
     p.bytes_per_sec = r.num("gbps", def.bytes_per_sec * 8 / 1e9, 1e-6, 1e6) * 1e9 / 8;
     p.rtt_ns = r.duration("rtt_ms", def.rtt_ns, 1e6, 1e5);
     p.loss = r.num("loss", def.loss, 0.0, 0.5);
+    p.buffer_ns = r.duration("buffer_ms", def.buffer_ns, 1e6, 1e5);
     if (between != nullptr) {
         const json* b = r.raw("between");
         if (b == nullptr || !b->is_array() || b->size() != 2 || !(*b)[0].is_string() ||
@@ -182,7 +183,7 @@ void parseCluster(const json* j, SimConfig* c, Status* err) {
         cl.intra_latency_ns = ir.duration("latency_us", cl.intra_latency_ns, 1e3, 1e6);
         ir.finish();
     }
-    WanPath def{5e9 / 8, 20 * kNsPerMs, 0.0};
+    WanPath def{5e9 / 8, 20 * kNsPerMs, 0.0, 0};
     if (const json* wd = r.raw("wan_default")) {
         def = parsePath(wd, "cluster.wan_default", def, err, nullptr);
     }
@@ -251,6 +252,8 @@ void parseNetwork(const json* j, SimConfig* c, Status* err) {
     n.streams = r.integer("streams", n.streams, 1, 4096);
     n.tcp_window_bytes = r.num("tcp_window_bytes", n.tcp_window_bytes, 1024, 1e12);
     n.mss_bytes = r.num("mss_bytes", n.mss_bytes, 64, 65536);
+    n.header_bytes = r.num("header_bytes", n.header_bytes, 0, 1024);
+    n.contention_queue_bdp = r.num("contention_queue_bdp", n.contention_queue_bdp, 0, 100);
     n.policy = choose(r, "policy", n.policy,
                       {{"fair", sched::PolicyKind::kFair},
                        {"temporal", sched::PolicyKind::kTemporal},

@@ -88,6 +88,8 @@ struct WanPath {
     double bytes_per_sec = 0.0;  // link capacity, each direction
     Nanos rtt_ns = 0;
     double loss = 0.0;  // packet loss probability (Mathis bound)
+    // The bottleneck's drop-tail buffer in link time (0: not modelled, no contention loss).
+    Nanos buffer_ns = 0;
 };
 
 struct ClusterSpec {
@@ -118,6 +120,13 @@ struct NetworkSpec {
     int streams = 64;
     double tcp_window_bytes = 3.0 * 1024 * 1024;
     double mss_bytes = 1448;
+    // Header bytes every segment of mss_bytes carries on the link (TCP/IPv4 with timestamps:
+    // 52); the link carries mss / (mss + header) of its rate as payload. 0: none.
+    double header_bytes = 0;
+    // The standing queue concurrent TCP flows keep at a shared bottleneck, in BDPs (BBR: its
+    // inflight cap of 2 BDP plus a quarter BDP while it probes at 1.25x). A link whose
+    // buffer_ns is set and below it drops under fair contention (wan.h).
+    double contention_queue_bdp = 1.5;
     sched::PolicyKind policy = sched::PolicyKind::kWorkload;
     sched::PolicyConfig policy_config;
     // Which traffic kind waits less on a shared link (sched::admissionPriority): pipeline

@@ -145,6 +145,7 @@ Summary summarize(const SimConfig& c, const Layout& l, const RunResult& base,
                              ? static_cast<double>(ls.bytes) * 8 / static_cast<double>(ls.busy_ns)
                              : 0.0;
         x.max_active = ls.max_active;
+        x.loss_recoveries = ls.loss_recoveries;
         x.max_share_sum = ls.max_share_sum;
         x.planned_picks = ls.planned_picks;
         x.fallback_picks = ls.fallback_picks;
@@ -282,6 +283,7 @@ nlohmann::json toJson(const Summary& s) {
                          {"busy_fraction", l.busy_fraction},
                          {"goodput_gbps", l.goodput_gbps},
                          {"max_active", l.max_active},
+                         {"loss_recoveries", l.loss_recoveries},
                          {"max_share_sum", l.max_share_sum},
                          {"workload_planned_picks", l.planned_picks},
                          {"workload_fallback_picks", l.fallback_picks},

@@ -33,18 +33,35 @@ Result<std::unique_ptr<WanNetwork>> WanNetwork::create(const ClusterSpec& cluste
             if (!policy.isOk()) {
                 return policy.status();
             }
+            // What the link carries as payload: its rate less the segments' headers.
+            const double payload =
+                p.bytes_per_sec * net.mss_bytes / (net.mss_bytes + net.header_bytes);
             const double cap = transferRateBytesPerSec(p, net);
             l.policy = std::make_unique<RateCappedPolicy>(std::move(policy.value()),
-                                                          std::min(1.0, cap / p.bytes_per_sec));
-            l.fluid = std::make_unique<sched::FluidLink>(*l.policy, p.bytes_per_sec, 0);
+                                                          std::min(1.0, cap / payload));
+            l.fluid = std::make_unique<sched::FluidLink>(*l.policy, payload, 0);
             l.one_way_ns = p.rtt_ns / 2;
+            l.rtt_ns = p.rtt_ns;
+            l.lossy =
+                p.buffer_ns > 0 && static_cast<double>(p.buffer_ns) <
+                                       net.contention_queue_bdp * static_cast<double>(p.rtt_ns);
             l.stats.from = a;
             l.stats.to = b;
-            l.stats.capacity_bytes_per_sec = p.bytes_per_sec;
-            l.stats.transfer_cap_bytes_per_sec = std::min(cap, p.bytes_per_sec);
+            l.stats.capacity_bytes_per_sec = payload;
+            l.stats.transfer_cap_bytes_per_sec = std::min(cap, payload);
         }
     }
     return w;
+}
+
+void WanNetwork::accountShared(Link& l, Nanos now_ns) {
+    const std::span<const sched::Grant> g = l.fluid->grants();
+    if (g.size() >= 2 && now_ns > l.shared_from) {
+        for (const sched::Grant& x : g) {
+            l.transfers[static_cast<uint32_t>(x.flow)].shared_ns += now_ns - l.shared_from;
+        }
+    }
+    l.shared_from = std::max(l.shared_from, now_ns);
 }
 
 Status WanNetwork::submit(Link& l, uint32_t index, Nanos now_ns) {
@@ -60,7 +77,11 @@ Status WanNetwork::drain(Link& l, std::vector<WanDelivery>* out) {
         for (const sched::Completion& c : batch) {
             const auto index = static_cast<uint32_t>(c.flow);
             const Transfer t = l.transfers[index];
-            out->push_back({t.tag, c.time_ns + l.one_way_ns});
+            // Contention loss (wan.h): a transfer that shared an overflowing bottleneck for
+            // an RTT or more recovers a lost segment, one RTT later.
+            const bool lost = l.lossy && t.shared_ns >= l.rtt_ns;
+            l.stats.loss_recoveries += lost ? 1 : 0;
+            out->push_back({t.tag, c.time_ns + l.one_way_ns + (lost ? l.rtt_ns : 0)});
             l.stats.bytes += t.bytes;
             ++l.stats.transfers;
             auto it = l.conns.find(t.conn);
@@ -111,6 +132,7 @@ Status WanNetwork::advance(int link, Nanos now_ns, std::vector<WanDelivery>* out
         if (next > now_ns) {
             break;
         }
+        accountShared(l, next);  // the grants held until this event
         ATLAS_RETURN_IF_ERROR(l.fluid->advanceTo(next, &l.completed));
         ATLAS_RETURN_IF_ERROR(drain(l, out));
         observe(l);
@@ -130,10 +152,11 @@ Status WanNetwork::send(int link, uint64_t conn, const sched::FlowClass& cls, ui
         index = static_cast<uint32_t>(l.transfers.size());
         l.transfers.emplace_back();
     }
-    l.transfers[index] = Transfer{conn, cls, bytes, tag};
+    l.transfers[index] = Transfer{conn, cls, bytes, tag, 0};
     std::deque<uint32_t>& q = l.conns[conn];
     q.push_back(index);
     if (q.size() == 1) {
+        accountShared(l, now_ns);  // the grants held until this submit
         ATLAS_RETURN_IF_ERROR(submit(l, index, now_ns));
         ATLAS_RETURN_IF_ERROR(drain(l, out));
     }

@@ -9,7 +9,15 @@
 // Transfers between the same two groups in the same direction use one connection and are
 // sent in order (a FIFO per connection; only its head is on the link), as NCCL does.
 // Delivery = the moment the last byte leaves the bottleneck + the path's one-way delay
-// (RTT / 2). Slow start, retransmissions and queueing delay are not modelled.
+// (RTT / 2). With network.header_bytes the link carries mss / (mss + header) of its rate as
+// payload (the rest is TCP/IP headers).
+//
+// Contention loss (a path with buffer_ms): concurrent TCP flows at one bottleneck keep a
+// standing queue of network.contention_queue_bdp BDPs (BBR: 1.5); a drop-tail buffer shorter
+// than that overflows, and a transfer that shared the link for at least one RTT loses a
+// segment and is delivered one RTT later (its loss recovery). One transfer at a time (the
+// temporal policies) builds no standing queue and loses nothing. The retransmitted bytes'
+// link time, slow start and queueing delay are not modelled.
 //
 // Threads: one owner (the simulator). Time only enters through arguments.
 #pragma once
@@ -78,6 +86,7 @@ struct LinkStats {
     uint64_t transfers = 0;         // delivered
     Nanos busy_ns = 0;              // time with at least one transfer sending
     size_t max_active = 0;          // most transfers on the link at once
+    uint64_t loss_recoveries = 0;   // transfers delivered an RTT late (contention loss)
     double max_share_sum = 0;       // largest sum of granted shares seen (<= 1)
     std::vector<RateSegment> rate;  // when recording
     // WorkloadAware only: how its holder choices were made (see scheduler/workload_aware.h).
@@ -119,11 +128,15 @@ class WanNetwork {
         sched::FlowClass cls;
         uint64_t bytes = 0;
         uint64_t tag = 0;
+        Nanos shared_ns = 0;  // time on the link beside another transfer
     };
     struct Link {
         std::unique_ptr<RateCappedPolicy> policy;
         std::unique_ptr<sched::FluidLink> fluid;
         Nanos one_way_ns = 0;
+        Nanos rtt_ns = 0;
+        bool lossy = false;     // its buffer is below the contention queue
+        Nanos shared_from = 0;  // the grants have been what they are since
         LinkStats stats;
         std::unordered_map<uint64_t, std::deque<uint32_t>> conns;  // conn -> transfer indices
         std::vector<Transfer> transfers;                           // slab; flow id = index
@@ -134,6 +147,9 @@ class WanNetwork {
     WanNetwork(int ndc, bool record) : ndc_(ndc), record_(record) {}
     Status drain(Link& l, std::vector<WanDelivery>* out);
     Status submit(Link& l, uint32_t index, Nanos now_ns);
+    // Adds [shared_from, now_ns) to every granted transfer's shared time when two or more
+    // share the link; call before the grants change.
+    void accountShared(Link& l, Nanos now_ns);
     void observe(Link& l);
 
     int ndc_;

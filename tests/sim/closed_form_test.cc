@@ -167,6 +167,90 @@ TEST(SimClosedForm, SingleStreamIsBoundedByWindowOverRtt) {
     EXPECT_EQ(d[0].time_ns, 40 * kNsPerMs + kOneWay);  // 1 MB at 25 MB/s
 }
 
+// Header overhead (network.header_bytes): the link carries mss / (mss + header) as payload.
+TEST(SimClosedForm, HeadersTakeTheirShareOfTheLink) {
+    LinkFixture f;
+    f.net.policy = sched::PolicyKind::kTemporal;
+    f.net.mss_bytes = 1448;
+    f.net.header_bytes = 52;
+    auto w = WanNetwork::create(f.cluster, f.net, false);
+    ASSERT_TRUE(w.isOk());
+    const int link = w.value()->linkIndex(0, 1);
+    std::vector<WanDelivery> out;
+    ASSERT_TRUE(
+        w.value()->send(link, 1, {0, 0, sched::Direction::kForward}, kBytes, 1, 0, &out).isOk());
+    const std::vector<WanDelivery> d = drainLink(*w.value(), link);
+    ASSERT_EQ(d.size(), 1u);
+    // 1 MB at 1 Gbit/s x 1448 / 1500: 8 ms x 1500 / 1448 = 8.287 ms.
+    EXPECT_NEAR(static_cast<double>(d[0].time_ns - kOneWay), 8e6 * 1500 / 1448, 2.0);
+}
+
+// Contention loss (cluster.wan[].buffer_ms): transfers that shared an overflowing bottleneck
+// (buffer below network.contention_queue_bdp x RTT) for at least an RTT arrive one RTT late.
+std::vector<WanDelivery> twoTransfersWithBuffer(sched::PolicyKind kind, Nanos buffer_ns,
+                                                Nanos second_at = 0,
+                                                uint64_t* recoveries = nullptr) {
+    LinkFixture f;
+    f.net.policy = kind;
+    for (WanPath& p : f.cluster.wan) {
+        p.buffer_ns = buffer_ns;
+    }
+    auto w = WanNetwork::create(f.cluster, f.net, false);
+    EXPECT_TRUE(w.isOk());
+    const int link = w.value()->linkIndex(0, 1);
+    std::vector<WanDelivery> out;
+    EXPECT_TRUE(
+        w.value()->send(link, 1, {0, 0, sched::Direction::kForward}, kBytes, 1, 0, &out).isOk());
+    EXPECT_TRUE(w.value()
+                    ->send(link, 2, {1, 0, sched::Direction::kForward}, kBytes, 2, second_at, &out)
+                    .isOk());
+    std::vector<WanDelivery> d = drainLink(*w.value(), link);
+    d.insert(d.end(), out.begin(), out.end());
+    std::sort(d.begin(), d.end(), [](const WanDelivery& a, const WanDelivery& b) {
+        return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.tag < b.tag);
+    });
+    if (recoveries != nullptr) {
+        *recoveries = 0;
+        for (const LinkStats& ls : w.value()->stats()) {
+            *recoveries += ls.loss_recoveries;
+        }
+    }
+    return d;
+}
+
+TEST(SimClosedForm, FairContentionOnAShallowBufferCostsEachTransferARecovery) {
+    constexpr Nanos kRtt = 2 * kOneWay;
+    // Half a BDP (5 ms at RTT 10 ms): below BBR's standing queue of 1.5 BDP. The two share
+    // the link for 16 ms >= one RTT: both lose and recover.
+    uint64_t lost = 0;
+    auto d = twoTransfersWithBuffer(sched::PolicyKind::kFair, 5 * kNsPerMs, 0, &lost);
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(lost, 2u);
+    EXPECT_EQ(d[0].time_ns, 2 * kSerial + kOneWay + kRtt);
+    EXPECT_EQ(d[1].time_ns, 2 * kSerial + kOneWay + kRtt);
+    // Two BDPs hold the standing queue: nothing lost.
+    d = twoTransfersWithBuffer(sched::PolicyKind::kFair, 20 * kNsPerMs, 0, &lost);
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(lost, 0u);
+    EXPECT_EQ(d[1].time_ns, 2 * kSerial + kOneWay);
+    // No buffer given: not modelled.
+    d = twoTransfersWithBuffer(sched::PolicyKind::kFair, 0);
+    EXPECT_EQ(d[1].time_ns, 2 * kSerial + kOneWay);
+    // One transfer at a time builds no standing queue, whatever the buffer.
+    d = twoTransfersWithBuffer(sched::PolicyKind::kTemporal, 5 * kNsPerMs);
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(d[0].time_ns, kSerial + kOneWay);
+    EXPECT_EQ(d[1].time_ns, 2 * kSerial + kOneWay);
+    // Sharing for less than an RTT: the second starts 7 ms into the first's 8. The first
+    // sends 7 ms alone, then its last eighth at half the rate (until 9 ms); the second then
+    // sends its rest alone (until 16 ms). They share 2 ms: neither loses.
+    d = twoTransfersWithBuffer(sched::PolicyKind::kFair, 5 * kNsPerMs, 7 * kNsPerMs, &lost);
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(lost, 0u);
+    EXPECT_EQ(d[0].time_ns, 9 * kNsPerMs + kOneWay);
+    EXPECT_EQ(d[1].time_ns, 16 * kNsPerMs + kOneWay);
+}
+
 // The same closed forms through the whole simulator: 2 stages in 2 DCs.
 TEST(SimClosedForm, OneMicroBatchAcrossTheWan) {
     // tf = 4 ms, tb = 6 ms, S = 1 MB on 1 Gbit/s (8 ms), RTT 10 ms (d = 5 ms).
