@@ -400,6 +400,9 @@ void CommCore::openTrain(uint64_t seq, uint64_t total, bool was_parked) {
 }
 
 void CommCore::cutTrain() {
+    if (!train_.isOpen()) {
+        return;  // the common case: no clock read
+    }
     const Nanos now = params_.clock->nowNs();
     if (!train_.cutDue(now, payloadBytes())) {
         return;
