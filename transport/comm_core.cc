@@ -407,22 +407,22 @@ void CommCore::cutTrain() {
     if (!train_.cutDue(now, payloadBytes())) {
         return;
     }
-    std::optional<KernelCount> kernel = KernelCount{};
-    if (!kernelReceived(&*kernel)) {
-        kernel.reset();
-    }
-    reportTrain(train_.cut(now, kernel, payloadBytes(), trainSpoilers()));
+    reportTrain(train_.cut(now, kernelNow(), payloadBytes(), trainSpoilers()));
 }
 
 void CommCore::closeTrain(uint64_t seq, uint64_t result) {
     if (!train_.isOpen() || train_.seq() != seq) {
         return;
     }
-    std::optional<KernelCount> kernel = KernelCount{};
-    if (!kernelReceived(&*kernel)) {
-        kernel.reset();
+    reportTrain(train_.close(params_.clock->nowNs(), result, kernelNow(), trainSpoilers()));
+}
+
+std::optional<KernelCount> CommCore::kernelNow() const {
+    KernelCount kernel;
+    if (!kernelReceived(&kernel)) {
+        return std::nullopt;
     }
-    reportTrain(train_.close(params_.clock->nowNs(), result, kernel, trainSpoilers()));
+    return kernel;
 }
 
 TrainSpoilers CommCore::trainSpoilers() const {

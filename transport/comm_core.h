@@ -267,6 +267,7 @@ class CommCore final {
     // false when a stream is gone or unreadable. One getsockopt per data stream: only at a
     // train's ends and cuts.
     bool kernelReceived(KernelCount* out) const;
+    std::optional<KernelCount> kernelNow() const;  // kernelReceived(), nullopt when false
     std::unique_ptr<Stream> makeStream(int index, uint32_t epoch, Fd fd);
     // Stream `s` (live) failed: recovery, or comm failure when recovery cannot help.
     void loseStream(Stream& s, const std::string& cause);

@@ -99,22 +99,47 @@ TEST(SimClosedForm, OneTransferTakesSerializationPlusDelay) {
     }
 }
 
-std::vector<WanDelivery> twoTransfers(sched::PolicyKind kind) {
-    LinkFixture f;
-    f.net.policy = kind;
+// Transfers of kBytes on the fixture's link, one per entry of `starts` (its own connection,
+// tag = index + 1): their deliveries in time order; *recoveries = the link's loss recoveries.
+std::vector<WanDelivery> transfersOnLink(const LinkFixture& f, const std::vector<Nanos>& starts,
+                                         uint64_t* recoveries = nullptr) {
     auto w = WanNetwork::create(f.cluster, f.net, false);
     EXPECT_TRUE(w.isOk());
     const int link = w.value()->linkIndex(0, 1);
     std::vector<WanDelivery> out;
-    EXPECT_TRUE(
-        w.value()->send(link, 1, {0, 0, sched::Direction::kForward}, kBytes, 1, 0, &out).isOk());
-    EXPECT_TRUE(
-        w.value()->send(link, 2, {1, 0, sched::Direction::kForward}, kBytes, 2, 0, &out).isOk());
+    for (size_t i = 0; i < starts.size(); ++i) {
+        const sched::FlowClass cls{static_cast<int32_t>(i), 0, sched::Direction::kForward};
+        EXPECT_TRUE(w.value()->send(link, i + 1, cls, kBytes, i + 1, starts[i], &out).isOk());
+    }
     std::vector<WanDelivery> d = drainLink(*w.value(), link);
+    d.insert(d.end(), out.begin(), out.end());
     std::sort(d.begin(), d.end(), [](const WanDelivery& a, const WanDelivery& b) {
         return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.tag < b.tag);
     });
+    if (recoveries != nullptr) {
+        *recoveries = 0;
+        for (const LinkStats& ls : w.value()->stats()) {
+            *recoveries += ls.loss_recoveries;
+        }
+    }
     return d;
+}
+
+// Contention loss (cluster.wan[].buffer_ms): transfers that shared an overflowing bottleneck
+// (buffer below network.contention_queue_bdp x RTT) for at least an RTT arrive one RTT late.
+std::vector<WanDelivery> twoTransfersWithBuffer(sched::PolicyKind kind, Nanos buffer_ns,
+                                                Nanos second_at = 0,
+                                                uint64_t* recoveries = nullptr) {
+    LinkFixture f;
+    f.net.policy = kind;
+    for (WanPath& p : f.cluster.wan) {
+        p.buffer_ns = buffer_ns;
+    }
+    return transfersOnLink(f, {0, second_at}, recoveries);
+}
+
+std::vector<WanDelivery> twoTransfers(sched::PolicyKind kind) {
+    return twoTransfersWithBuffer(kind, 0);
 }
 
 TEST(SimClosedForm, TwoTransfersUnderFairShareFinishTogether) {
@@ -156,13 +181,7 @@ TEST(SimClosedForm, SingleStreamIsBoundedByWindowOverRtt) {
     f.net.transport = TransportKind::kSingle;
     // 1 Gbit/s link, RTT 10 ms, window 250 kB: one stream reaches 25 MB/s = 200 Mbit/s.
     f.net.tcp_window_bytes = 250'000;
-    auto w = WanNetwork::create(f.cluster, f.net, false);
-    ASSERT_TRUE(w.isOk());
-    const int link = w.value()->linkIndex(0, 1);
-    std::vector<WanDelivery> out;
-    ASSERT_TRUE(
-        w.value()->send(link, 1, {0, 0, sched::Direction::kForward}, kBytes, 1, 0, &out).isOk());
-    const std::vector<WanDelivery> d = drainLink(*w.value(), link);
+    const std::vector<WanDelivery> d = transfersOnLink(f, {0});
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d[0].time_ns, 40 * kNsPerMs + kOneWay);  // 1 MB at 25 MB/s
 }
@@ -173,49 +192,10 @@ TEST(SimClosedForm, HeadersTakeTheirShareOfTheLink) {
     f.net.policy = sched::PolicyKind::kTemporal;
     f.net.mss_bytes = 1448;
     f.net.header_bytes = 52;
-    auto w = WanNetwork::create(f.cluster, f.net, false);
-    ASSERT_TRUE(w.isOk());
-    const int link = w.value()->linkIndex(0, 1);
-    std::vector<WanDelivery> out;
-    ASSERT_TRUE(
-        w.value()->send(link, 1, {0, 0, sched::Direction::kForward}, kBytes, 1, 0, &out).isOk());
-    const std::vector<WanDelivery> d = drainLink(*w.value(), link);
+    const std::vector<WanDelivery> d = transfersOnLink(f, {0});
     ASSERT_EQ(d.size(), 1u);
     // 1 MB at 1 Gbit/s x 1448 / 1500: 8 ms x 1500 / 1448 = 8.287 ms.
     EXPECT_NEAR(static_cast<double>(d[0].time_ns - kOneWay), 8e6 * 1500 / 1448, 2.0);
-}
-
-// Contention loss (cluster.wan[].buffer_ms): transfers that shared an overflowing bottleneck
-// (buffer below network.contention_queue_bdp x RTT) for at least an RTT arrive one RTT late.
-std::vector<WanDelivery> twoTransfersWithBuffer(sched::PolicyKind kind, Nanos buffer_ns,
-                                                Nanos second_at = 0,
-                                                uint64_t* recoveries = nullptr) {
-    LinkFixture f;
-    f.net.policy = kind;
-    for (WanPath& p : f.cluster.wan) {
-        p.buffer_ns = buffer_ns;
-    }
-    auto w = WanNetwork::create(f.cluster, f.net, false);
-    EXPECT_TRUE(w.isOk());
-    const int link = w.value()->linkIndex(0, 1);
-    std::vector<WanDelivery> out;
-    EXPECT_TRUE(
-        w.value()->send(link, 1, {0, 0, sched::Direction::kForward}, kBytes, 1, 0, &out).isOk());
-    EXPECT_TRUE(w.value()
-                    ->send(link, 2, {1, 0, sched::Direction::kForward}, kBytes, 2, second_at, &out)
-                    .isOk());
-    std::vector<WanDelivery> d = drainLink(*w.value(), link);
-    d.insert(d.end(), out.begin(), out.end());
-    std::sort(d.begin(), d.end(), [](const WanDelivery& a, const WanDelivery& b) {
-        return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.tag < b.tag);
-    });
-    if (recoveries != nullptr) {
-        *recoveries = 0;
-        for (const LinkStats& ls : w.value()->stats()) {
-            *recoveries += ls.loss_recoveries;
-        }
-    }
-    return d;
 }
 
 TEST(SimClosedForm, FairContentionOnAShallowBufferCostsEachTransferARecovery) {

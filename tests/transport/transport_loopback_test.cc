@@ -424,6 +424,20 @@ class TestGate final : public FlowGate {
     std::shared_ptr<Shared> s_;
 };
 
+// A connected pair over a transport made from `c` whose sender's gate grants every request:
+// what the train tests measure with. *t and *p keep them alive.
+std::shared_ptr<TestGate::Shared> grantedPair(const TransportConfig& c,
+                                              std::unique_ptr<Transport>* t, Pair* p) {
+    auto made = Transport::create(c);
+    EXPECT_TRUE(made.isOk());
+    *t = std::move(made.value());
+    EXPECT_TRUE(connectPair(**t, **t, p).isOk());
+    auto shared = std::make_shared<TestGate::Shared>();
+    shared->grant_now.store(true);
+    p->send->setGate(std::make_unique<TestGate>(shared));
+    return shared;
+}
+
 TEST(LoopbackGate, StripedDataWaitsForTheGrantAndReleasesOnDrain) {
     auto t = Transport::create(testing::loopbackConfig());
     ASSERT_TRUE(t.isOk());
@@ -473,13 +487,9 @@ TEST(LoopbackGate, TheReceiverReportsTrainsOfMessagesItWaitedFor) {
     // train's (under load the train then fell below 1 MiB and was not reported).
     auto c = testing::loopbackConfig();
     c.sockbuf_bytes = 256 * 1024;
-    auto t = Transport::create(c);
-    ASSERT_TRUE(t.isOk());
+    std::unique_ptr<Transport> t;
     Pair p;
-    ASSERT_TRUE(connectPair(**t, **t, &p).isOk());
-    auto shared = std::make_shared<TestGate::Shared>();
-    shared->grant_now.store(true);
-    p.send->setGate(std::make_unique<TestGate>(shared));
+    auto shared = grantedPair(c, &t, &p);
     // Waits (5 s at most) until the reported trains satisfy `pred`; returns them.
     auto trainsOnce = [&](const auto& pred) {
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -543,13 +553,9 @@ TEST(LoopbackGate, ALongMessageIsCutIntoTrainsOfTheSpan) {
         auto c = testing::loopbackConfig();
         c.sockbuf_bytes = 256 * 1024;  // bytes reach the kernel as they are read (see above)
         c.confirm.train_span_ns = span;
-        auto t = Transport::create(c);
-        EXPECT_TRUE(t.isOk());
+        std::unique_ptr<Transport> t;
         Pair p;
-        EXPECT_TRUE(connectPair(**t, **t, &p).isOk());
-        auto shared = std::make_shared<TestGate::Shared>();
-        shared->grant_now.store(true);
-        p.send->setGate(std::make_unique<TestGate>(shared));
+        auto shared = grantedPair(c, &t, &p);
         std::vector<uint8_t> src(64 << 20), dst(64 << 20), small(4096);
         fillPattern(src, 9);
         size_t n = 0;
