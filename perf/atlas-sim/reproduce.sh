@@ -41,5 +41,10 @@ run scale-bubbletea compare "$cfg/scale-bubbletea.json"
 run scale-4096 run "$cfg/scale-4096.json"
 run scale-4096-temporal run "$cfg/scale-4096.json" --set network.policy=temporal
 run plan-3dc plan "$cfg/plan-3dc.json"
+# The live benchmark's workloads (scripts/bench-sharing --workload W, docs/arbitration.md):
+# what the simulator predicts for the runs scripts/sim-vs-real compares with.
+for w in balanced gpipe-link hetero chain3; do
+    run "bench-$w" compare "$cfg/bench-$w.json"
+done
 
 python3 "$root/perf/atlas-sim/reproduce_table.py" "$out"

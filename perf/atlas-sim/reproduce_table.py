@@ -95,6 +95,24 @@ def main():
         f"temporal {it_ms(t):.1f}, workload {it_ms(w):.1f} ms/iteration "
         f"(workload min {w['iteration_ms']['min']:.1f}, max {w['iteration_ms']['max']:.1f})")
 
+    # scripts/bench-sharing's workloads on the emulated testbed (2 DCs at 50 ms and 1 Gbit/s,
+    # chain3: 3 DCs, the second link 0.5 Gbit/s at 30 ms), TCP/IPv4 headers, the buffers the
+    # bench gives the emulator: the figures docs/arbitration.md compares live runs with.
+    for w, label in (("balanced", "default: 1F1B, 20/40 ms, 2.5 MiB"),
+                     ("gpipe-link", "GPipe, 5/10 ms: the link is the bottleneck"),
+                     ("hetero", "1F1B, unequal stages 10/20 and 30/60 ms"),
+                     ("chain3", "3 DCs in a chain, unequal links")):
+        v = variants(load(out, f"bench-{w}"))
+        for suffix, buf in (("", "deep" if w != "chain3" else "1 BDP"), ("-shallow", "shallow")):
+            if f"fair{suffix}" not in v:
+                continue
+            f = it_ms(v[f"fair{suffix}"])
+            tt, wl = it_ms(v[f"temporal{suffix}"]), it_ms(v[f"workload{suffix}"])
+            row("bench-sharing workload (testbed link)", f"{w} ({label}), {buf} buffer", "-",
+                f"temporal {f / tt:.2f}x, workload {f / wl:.2f}x fair",
+                f"fair {f:.1f}, temporal {tt:.1f}, workload {wl:.1f} ms/iteration; "
+                f"workload vs temporal {wl / tt:.3f}x")
+
     # BubbleTea with predicted windows against the oracle's (docs/paper-reproduction.md,
     # "4."): what tests/sim's reproduction check holds the predictor to.
     sb = variants(load(out, "scale-bubbletea"))

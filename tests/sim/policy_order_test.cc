@@ -41,6 +41,21 @@ TEST(SimPolicyOrder, PipelineBench) {
     expectOrdered("pipeline-bench.json");
 }
 
+// scripts/bench-sharing's workloads on the emulated testbed's links (bench-*.json).
+TEST(SimPolicyOrder, BenchSharingWorkloads) {
+    for (const char* w : {"bench-balanced.json", "bench-gpipe-link.json", "bench-hetero.json",
+                          "bench-chain3.json"}) {
+        expectOrdered(w);
+    }
+}
+
+TEST(SimPolicyOrder, WorkloadAwareBeatsFifoOnAChainOfUnequalLinks) {
+    // Three DCs in a chain, the second link half the first's rate: the order of transfers on
+    // the slow link decides when the last stage can start (docs/paper-reproduction.md).
+    const auto t = iterationMsByPolicy("bench-chain3.json");
+    EXPECT_LT(t.at("workload"), 0.95 * t.at("temporal"));
+}
+
 TEST(SimPolicyOrder, WorkloadAwareBeatsFairSharingOnALinkBoundPipeline) {
     // Four identical GPipe pipelines over one 1 Gbit/s hop: the learned plan staggers them
     // (one computes while another's data is on the wire) instead of finishing every transfer
