@@ -43,7 +43,7 @@ struct LinkSummary {
     double busy_fraction = 0.0;  // of the whole run
     double goodput_gbps = 0.0;   // bytes / busy time
     size_t max_active = 0;
-    uint64_t loss_recoveries = 0;  // transfers delivered an RTT late (contention loss)
+    uint64_t loss_recoveries = 0;  // transfers delivered an RTT and a buffer late (contention loss)
     double max_share_sum = 0.0;
     uint64_t planned_picks = 0;  // WorkloadAware decisions by plan / FIFO fallback / aging
     uint64_t fallback_picks = 0;

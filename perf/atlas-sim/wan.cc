@@ -42,6 +42,7 @@ Result<std::unique_ptr<WanNetwork>> WanNetwork::create(const ClusterSpec& cluste
             l.fluid = std::make_unique<sched::FluidLink>(*l.policy, payload, 0);
             l.one_way_ns = p.rtt_ns / 2;
             l.rtt_ns = p.rtt_ns;
+            l.buffer_ns = p.buffer_ns;
             l.lossy =
                 p.buffer_ns > 0 && static_cast<double>(p.buffer_ns) <
                                        net.contention_queue_bdp * static_cast<double>(p.rtt_ns);
@@ -78,10 +79,10 @@ Status WanNetwork::drain(Link& l, std::vector<WanDelivery>* out) {
             const auto index = static_cast<uint32_t>(c.flow);
             const Transfer t = l.transfers[index];
             // Contention loss (wan.h): a transfer that shared an overflowing bottleneck for
-            // an RTT or more recovers a lost segment, one RTT later.
+            // an RTT or more recovers a lost segment, an RTT and the full buffer later.
             const bool lost = l.lossy && t.shared_ns >= l.rtt_ns;
             l.stats.loss_recoveries += lost ? 1 : 0;
-            out->push_back({t.tag, c.time_ns + l.one_way_ns + (lost ? l.rtt_ns : 0)});
+            out->push_back({t.tag, c.time_ns + l.one_way_ns + (lost ? l.rtt_ns + l.buffer_ns : 0)});
             l.stats.bytes += t.bytes;
             ++l.stats.transfers;
             auto it = l.conns.find(t.conn);

@@ -15,9 +15,10 @@
 // Contention loss (a path with buffer_ms): concurrent TCP flows at one bottleneck keep a
 // standing queue of network.contention_queue_bdp BDPs (BBR: 1.5); a drop-tail buffer shorter
 // than that overflows, and a transfer that shared the link for at least one RTT loses a
-// segment and is delivered one RTT later (its loss recovery). One transfer at a time (the
-// temporal policies) builds no standing queue and loses nothing. The retransmitted bytes'
-// link time, slow start and queueing delay are not modelled.
+// segment and is delivered one RTT plus one buffer later (its loss recovery: the loss is
+// noticed an RTT later, and the resent segment queues behind the full buffer). One transfer
+// at a time (the temporal policies) builds no standing queue and loses nothing. The
+// retransmitted bytes' link time and slow start are not modelled.
 //
 // Threads: one owner (the simulator). Time only enters through arguments.
 #pragma once
@@ -82,12 +83,12 @@ struct LinkStats {
     int to = 0;
     double capacity_bytes_per_sec = 0.0;
     double transfer_cap_bytes_per_sec = 0.0;
-    uint64_t bytes = 0;             // delivered
-    uint64_t transfers = 0;         // delivered
-    Nanos busy_ns = 0;              // time with at least one transfer sending
-    size_t max_active = 0;          // most transfers on the link at once
-    uint64_t loss_recoveries = 0;   // transfers delivered an RTT late (contention loss)
-    double max_share_sum = 0;       // largest sum of granted shares seen (<= 1)
+    uint64_t bytes = 0;            // delivered
+    uint64_t transfers = 0;        // delivered
+    Nanos busy_ns = 0;             // time with at least one transfer sending
+    size_t max_active = 0;         // most transfers on the link at once
+    uint64_t loss_recoveries = 0;  // transfers delivered an RTT and a buffer late (contention loss)
+    double max_share_sum = 0;      // largest sum of granted shares seen (<= 1)
     std::vector<RateSegment> rate;  // when recording
     // WorkloadAware only: how its holder choices were made (see scheduler/workload_aware.h).
     uint64_t planned_picks = 0;
@@ -135,6 +136,7 @@ class WanNetwork {
         std::unique_ptr<sched::FluidLink> fluid;
         Nanos one_way_ns = 0;
         Nanos rtt_ns = 0;
+        Nanos buffer_ns = 0;
         bool lossy = false;     // its buffer is below the contention queue
         Nanos shared_from = 0;  // the grants have been what they are since
         LinkStats stats;

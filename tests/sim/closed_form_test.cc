@@ -201,13 +201,13 @@ TEST(SimClosedForm, HeadersTakeTheirShareOfTheLink) {
 TEST(SimClosedForm, FairContentionOnAShallowBufferCostsEachTransferARecovery) {
     constexpr Nanos kRtt = 2 * kOneWay;
     // Half a BDP (5 ms at RTT 10 ms): below BBR's standing queue of 1.5 BDP. The two share
-    // the link for 16 ms >= one RTT: both lose and recover.
+    // the link for 16 ms >= one RTT: both lose and recover, an RTT and the 5 ms buffer late.
     uint64_t lost = 0;
     auto d = twoTransfersWithBuffer(sched::PolicyKind::kFair, 5 * kNsPerMs, 0, &lost);
     ASSERT_EQ(d.size(), 2u);
     EXPECT_EQ(lost, 2u);
-    EXPECT_EQ(d[0].time_ns, 2 * kSerial + kOneWay + kRtt);
-    EXPECT_EQ(d[1].time_ns, 2 * kSerial + kOneWay + kRtt);
+    EXPECT_EQ(d[0].time_ns, 2 * kSerial + kOneWay + kRtt + 5 * kNsPerMs);
+    EXPECT_EQ(d[1].time_ns, 2 * kSerial + kOneWay + kRtt + 5 * kNsPerMs);
     // Two BDPs hold the standing queue: nothing lost.
     d = twoTransfersWithBuffer(sched::PolicyKind::kFair, 20 * kNsPerMs, 0, &lost);
     ASSERT_EQ(d.size(), 2u);
