@@ -32,11 +32,8 @@
 // grant goes back at dueNs() and the link is asked for again (kAfterDrain), so its next
 // bytes start when its last ones are through, not on top of them.
 //
-// The rate is an argument of release(), not configuration: today the plugin passes
-// ATLAS_LINK_GBPS; a measured path rate (TCP_INFO delivery rate, issue 17) plugs in without a
-// change here. A pipelined hand-off (pre-granting the next flow shortly before this one's
-// bytes are through) is a change of drainEndNs() and of who acts at dueNs(): see
-// docs/arbitration.md "Seams".
+// The rate is an argument of release(), not configuration: it moves (the plugin measures it,
+// plugin/wan/link_rate.h). The hand-off lead is configuration (the constructor's).
 //
 // Used by every gate of the plugin (plugin/wan/holding_gate.h: the DC-wide arbiter's and the
 // node-local one), so both run this one state machine with one encoding:
@@ -134,6 +131,8 @@ class GrantHold {
     Nanos dueNs() const { return phase_ == Phase::kDraining ? due_ns_ : kNever; }
     // Bytes sent under the current (or last) grant: what a give-back reports.
     uint64_t grantBytes() const { return grant_bytes_; }
+    // While waiting: the bytes the turn is asked for (what was queued at the ask).
+    uint64_t askedBytes() const { return allowance_; }
 
   private:
     Nanos lead_ns_ = 0;  // the hand-off lead

@@ -374,18 +374,18 @@ void CommCore::completeRequest(uint64_t seq, uint64_t result) {
     }
 }
 
-bool CommCore::kernelReceived(KernelCount* out) const {
-    *out = KernelCount{};
+std::optional<KernelCount> CommCore::kernelNow() const {
+    KernelCount out;
     for (size_t i = 1; i < streams_.size(); ++i) {
         const Stream* s = streams_[i].get();
         TcpInfoSample info;
         if (s == nullptr || s->dead || !readTcpInfo(s->fd.get(), 0, &info).isOk()) {
-            return false;
+            return std::nullopt;
         }
-        out->bytes += info.bytes_received;
-        out->out_of_order += info.rcv_ooopack;
+        out.bytes += info.bytes_received;
+        out.out_of_order += info.rcv_ooopack;
     }
-    return true;
+    return out;
 }
 
 void CommCore::openTrain(uint64_t seq, uint64_t total, bool was_parked) {
@@ -393,9 +393,8 @@ void CommCore::openTrain(uint64_t seq, uint64_t total, bool was_parked) {
     if (!train_.canOpen(total, was_parked, now)) {
         return;
     }
-    KernelCount kernel;
-    if (kernelReceived(&kernel)) {
-        train_.open(seq, now, kernel, payloadBytes(), trainSpoilers());
+    if (const std::optional<KernelCount> kernel = kernelNow()) {
+        train_.open(seq, now, *kernel, payloadBytes(), trainSpoilers());
     }
 }
 
@@ -415,14 +414,6 @@ void CommCore::closeTrain(uint64_t seq, uint64_t result) {
         return;
     }
     reportTrain(train_.close(params_.clock->nowNs(), result, kernelNow(), trainSpoilers()));
-}
-
-std::optional<KernelCount> CommCore::kernelNow() const {
-    KernelCount kernel;
-    if (!kernelReceived(&kernel)) {
-        return std::nullopt;
-    }
-    return kernel;
 }
 
 TrainSpoilers CommCore::trainSpoilers() const {

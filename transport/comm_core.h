@@ -264,10 +264,9 @@ class CommCore final {
     void reportTrain(const std::optional<TrainSample>& sample);
     // recv: bytes and out-of-order segments the kernel received on the data streams
     // (TCP_INFO tcpi_bytes_received and tcpi_rcv_ooopack, the one sampler of tcp_info.h),
-    // false when a stream is gone or unreadable. One getsockopt per data stream: only at a
+    // nullopt when a stream is gone or unreadable. One getsockopt per data stream: only at a
     // train's ends and cuts.
-    bool kernelReceived(KernelCount* out) const;
-    std::optional<KernelCount> kernelNow() const;  // kernelReceived(), nullopt when false
+    std::optional<KernelCount> kernelNow() const;
     std::unique_ptr<Stream> makeStream(int index, uint32_t epoch, Fd fd);
     // Stream `s` (live) failed: recovery, or comm failure when recovery cannot help.
     void loseStream(Stream& s, const std::string& cause);

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "atlas/common/clock.h"
+#include "transport/train.h"
 
 namespace atlas::transport {
 
@@ -27,9 +28,8 @@ struct ConfirmCadence {
     Nanos delay_ns = 10 * kNsPerMs;
     uint64_t bytes = 4ull << 20;
     // A message train (docs/protocol.md "Confirmation", transport/train.h) longer than this
-    // is cut into samples this long (0: one train per message). 200 ms: a megabyte even at
-    // 40 Mbit/s, and five samples a second for the rate estimate to follow a change with.
-    Nanos train_span_ns = 200 * kNsPerMs;
+    // is cut into samples this long (0: one train per message).
+    Nanos train_span_ns = kDefaultTrainSpanNs;
 
     // Time at which to send; -1: nothing to confirm. `first_pending_ns` is when the oldest
     // unconfirmed event happened.

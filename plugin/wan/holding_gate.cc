@@ -17,7 +17,6 @@ void HoldingGate::publishLocked() {
 
 bool HoldingGate::acquire(uint64_t queued_bytes, Nanos now_ns) {
     std::lock_guard<std::mutex> lock(mu_);
-    last_queued_ = queued_bytes;
     if (!arbitrated()) {
         hold_.open();
         publishLocked();
@@ -83,7 +82,7 @@ Nanos HoldingGate::finishDrain(Nanos now_ns) {
             if (hold_.waiting()) {
                 // The flow spent its slot and waited for its own bytes: its turn again.
                 Nanos until = 0;
-                if (ask(last_queued_, now_ns, &until)) {
+                if (ask(hold_.askedBytes(), now_ns, &until)) {
                     wake = hold_.onGrant(now_ns, until) == Hold::Granted::kWake;
                 } else {
                     wake = hold_.phase() == Hold::Phase::kOpen;  // ask() failed open

@@ -94,7 +94,6 @@ class HoldingGate : public FlowGate {
     // mu_ (release), read lock-free (acquire).
     std::atomic<Nanos> until_{0};
     std::atomic<uint64_t> budget_{0};
-    uint64_t last_queued_ = 0;  // guarded by mu_: what the last acquire had waiting
 };
 
 }  // namespace atlas::plugin::wan
