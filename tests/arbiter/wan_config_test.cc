@@ -130,6 +130,7 @@ TEST(WanConfigTest, RegistryValuesReachTheConfig) {
         {"ATLAS_SLOT_MS", "40"},
         {"ATLAS_FLOW_CLASS", "1:0"},
         {"ATLAS_NODE_SHM", "test-x"},
+        {"ATLAS_HANDOFF_LEAD_US", "3500"},
     };
     auto parsed = parseParams([&](const char* k) -> const char* {
         auto it = env.find(k);
@@ -145,6 +146,7 @@ TEST(WanConfigTest, RegistryValuesReachTheConfig) {
     EXPECT_EQ(c->dc_map.names().size(), 2u);
     EXPECT_EQ(c->shm_prefix, "test-x");
     EXPECT_TRUE(c->measure_rate);  // ATLAS_LINK_RATE=measured by default
+    EXPECT_EQ(c->handoff_lead_ns, 3500 * kNsPerUs);
     ASSERT_TRUE(c->flow_class.has_value());
     EXPECT_EQ(c->flow_class->pipeline, 1);
 

@@ -123,6 +123,7 @@ TEST(ParamsTest, UnsignedValues) {
     expectRejected("ATLAS_ENGINE_THREADS", "17", "1..16");
     expectRejected("ATLAS_TIMEOUT_MS", "99", "100..3600000");
     expectRejected("ATLAS_TIMEOUT_MS", "3600001", "100..3600000");
+    expectRejected("ATLAS_HANDOFF_LEAD_US", "1000001", "0..1000000");
     EXPECT_NE(errorFor("ATLAS_NSTREAMS", "65").find("out of range"), std::string::npos);
     EXPECT_NE(errorFor("ATLAS_NSTREAMS", "x").find("is invalid"), std::string::npos);
 }
@@ -383,6 +384,7 @@ TEST(ParamsTest, SharedDefaultsComeFromTheScheduler) {
     EXPECT_EQ(p.sharing, sched::policyKindName(sched::kDefaultSharing));
     EXPECT_EQ(static_cast<Nanos>(p.bubble_guard_us) * kNsPerUs, sched::kDefaultBubbleGuardNs);
     EXPECT_EQ(sched::BubblePredictorConfig{}.guard_ns, sched::kDefaultBubbleGuardNs);
+    EXPECT_EQ(static_cast<Nanos>(p.handoff_lead_us) * kNsPerUs, sched::kDefaultHandoffLeadNs);
 }
 
 TEST(ParamsTest, UnknownAtlasVariablesWarnWithTheNearestName) {
