@@ -4,6 +4,14 @@
 
 namespace atlas::sched {
 
+bool limitedSampleCounts(uint64_t bytes, Nanos dispersion_ns, uint64_t estimate_bps) {
+    if (estimate_bps == 0 || dispersion_ns <= 0) {
+        return false;
+    }
+    const long double bps = static_cast<long double>(bytes) * 8.0L * 1e9L / dispersion_ns;
+    return bps > static_cast<long double>(estimate_bps);
+}
+
 bool PathRate::addMessage(uint64_t bytes, Nanos first_ns, Nanos last_ns) {
     const Nanos dispersion = last_ns - first_ns;
     if (!config_.admits(bytes, dispersion)) {

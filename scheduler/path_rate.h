@@ -59,6 +59,13 @@ struct PathRateConfig {
     }
 };
 
+// A sample the sender's own gate limited (its train spans a wait for the link: transport/
+// train.h GateStalls) measured the wait as much as the path. It counts only when it is above
+// the current estimate, which it may then raise, the way BBR uses an application-limited
+// delivery-rate sample; with no estimate yet it does not count. Pure: one rule for every pool
+// (plugin/wan/link_rate.h applies it before a sample enters one).
+bool limitedSampleCounts(uint64_t bytes, Nanos dispersion_ns, uint64_t estimate_bps);
+
 class PathRate {
   public:
     static constexpr size_t kSamples = 16;

@@ -310,11 +310,12 @@ class CommCore final {
     CommParams params_;
     Engine* engine_;
     RecoveryPolicy policy_;
-    std::unique_ptr<FlowGate> gate_;              // null: not arbitrated
-    std::unique_ptr<RecvObserver> observer_;      // null: receives not watched
-    bool granted_ = false;                        // engine: holding the gate's grant
-    uint64_t granted_bytes_ = 0;                  // striped under the current grant
-    CommEngineCounters engine_counters_;          // engine: gate waits/grants, for the stats sink
+    std::unique_ptr<FlowGate> gate_;          // null: not arbitrated
+    std::unique_ptr<RecvObserver> observer_;  // null: receives not watched
+    bool granted_ = false;                    // engine: holding the gate's grant
+    uint64_t granted_bytes_ = 0;              // striped under the current grant
+    GateStalls gate_stalls_;              // engine: the gate's stops mid-message (limited trains)
+    CommEngineCounters engine_counters_;  // engine: gate waits/grants, for the stats sink
     std::unique_ptr<CommStatsSink> stats_owned_;  // set once by the poster; freed with the comm
     std::atomic<CommStatsSink*> stats_{nullptr};  // the engine's view of stats_owned_
     Nanos stats_interval_ns_ = 0;                 // written before stats_ is published

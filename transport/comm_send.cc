@@ -55,6 +55,15 @@ bool CommCore::admitted() {
     }
     granted_ = gate_->acquire(waiting, now);
     granted_bytes_ = 0;
+    if (granted_) {
+        gate_stalls_.end(now);
+    } else if (assign_size_ > 0) {
+        // Stopped with a message partly striped: its train at the receiver spans this wait.
+        const uint64_t head = assign_q_[assign_head_];
+        if (state(head).unassigned < request(head).size_) {
+            gate_stalls_.begin(now);
+        }
+    }
     ++(granted_ ? engine_counters_.gate_grants : engine_counters_.gate_waits);
     return granted_;
 }
@@ -349,7 +358,9 @@ void CommCore::onConfirmBody(Stream& s) {
         wire::decodeConfirm(std::span<const uint8_t>(s.scratch.get(), s.frame.length), &body);
     const Nanos now = params_.clock->nowNs();
     if (st.isOk() && body.train_bytes > 0 && gate_ != nullptr) {
-        gate_->onPathSample(body.train_bytes, static_cast<Nanos>(body.train_ns), now);
+        const auto dispersion = static_cast<Nanos>(body.train_ns);
+        gate_->onPathSample(body.train_bytes, dispersion, now,
+                            gate_stalls_.limits(now, dispersion, params_.info.rtt_ns));
     }
     for (uint32_t i = 0; st.isOk() && i < body.count; ++i) {
         const wire::ConfirmEntry& e = body.entries[i];

@@ -76,4 +76,37 @@ std::optional<TrainSample> MessageTrain::sample(Nanos now, const KernelCount& ke
     return TrainSample{bytes, dispersion};
 }
 
+void GateStalls::begin(Nanos now) {
+    if (open_from_ < 0) {
+        open_from_ = now;
+    }
+}
+
+void GateStalls::end(Nanos now) {
+    if (open_from_ < 0) {
+        return;
+    }
+    kept_[next_] = Stall{open_from_, now};
+    next_ = (next_ + 1) % kKept;
+    count_ = count_ < kKept ? count_ + 1 : kKept;
+    open_from_ = -1;
+}
+
+bool GateStalls::limits(Nanos now, Nanos dispersion_ns, Nanos rtt_ns) const {
+    const Nanos from = now - dispersion_ns - 2 * rtt_ns;
+    Nanos covered = 0;
+    auto add = [&](Nanos b, Nanos e) {
+        b = b > from ? b : from;
+        e = e < now ? e : now;
+        covered += e > b ? e - b : 0;
+    };
+    for (size_t i = 0; i < count_; ++i) {
+        add(kept_[i].begin, kept_[i].end);
+    }
+    if (open_from_ >= 0) {
+        add(open_from_, now);
+    }
+    return covered * 10 >= dispersion_ns;
+}
+
 }  // namespace atlas::transport

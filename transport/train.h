@@ -22,6 +22,8 @@
 // spoils it and ends the message's train (the backlog arrived before the part began).
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -108,6 +110,42 @@ class MessageTrain {
     KernelCount kernel_;
     uint64_t payload_ = 0;
     TrainSpoilers spoilers_;
+};
+
+// GateStalls: the sender's half of the train rule. A receiver's train is a sample of the path
+// only while the sender had the message's bytes to send; when the flow's admission gate
+// stopped it in the middle of a message (its grant's budget spent or its slot over, the
+// rest waiting for the next turn), the train that spans the wait measured the wait. Left
+// in, such samples feed back: a low estimate shrinks the byte budget, every message is cut
+// into turns with a hold between them, and every train says the rate is low (measured: the
+// estimate fell to 4 Mbit/s on a 1 Gbit/s link, 2.5 MiB transfers took 5 s each, and it
+// never recovered). A limited sample may still raise the estimate (sched::PathRate), as
+// BBR treats an application-limited delivery-rate sample.
+//
+// The sender's engine records each such stall (begin() when the gate refuses it with a
+// message partly striped, end() when it may send again); when a train arrives it asks
+// limits(): did the stalls cover a tenth of the train's dispersion or more, within the time
+// its bytes can have been sent (from 2 RTT before its dispersion up to now: the
+// confirmation carrying it may wait up to an RTT)? Shorter waits (an arbiter's renewal
+// round trip within a long message) distort the sample by less than the estimator's own
+// noise. Pure: times are the caller's; the last kKept stalls are enough for one train.
+class GateStalls {
+  public:
+    static constexpr size_t kKept = 8;
+    void begin(Nanos now);  // no-op while one is open
+    void end(Nanos now);    // no-op unless one is open
+    bool open() const { return open_from_ >= 0; }
+    bool limits(Nanos now, Nanos dispersion_ns, Nanos rtt_ns) const;
+
+  private:
+    struct Stall {
+        Nanos begin = 0;
+        Nanos end = 0;
+    };
+    std::array<Stall, kKept> kept_{};
+    size_t next_ = 0;
+    size_t count_ = 0;
+    Nanos open_from_ = -1;
 };
 
 }  // namespace atlas::transport

@@ -40,11 +40,13 @@ class LinkRate {
     Nanos handoffLeadNs() const { return handoff_lead_ns_; }
     // Bits per second the link is expected to carry at now_ns; 0 = unknown.
     virtual uint64_t bitsPerSec(Nanos now_ns) const = 0;
-    // A receiver's train: `bytes` arrived over `dispersion_ns`. Default: ignored.
-    virtual void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns) {
+    // A receiver's train: `bytes` arrived over `dispersion_ns`; `limited`: the sender's gate
+    // stopped the flow during it (FlowGate::onPathSample). Default: ignored.
+    virtual void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, bool limited) {
         (void)bytes;
         (void)dispersion_ns;
         (void)now_ns;
+        (void)limited;
     }
 
   private:
@@ -102,7 +104,8 @@ class MeasuredLinkRate final : public LinkRate {
     MeasuredLinkRate(uint64_t cap_bps, std::string link = {}, Logger log = {},
                      std::shared_ptr<RatePool> pool = nullptr, Nanos handoff_lead_ns = 0);
     uint64_t bitsPerSec(Nanos now_ns) const override;
-    void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns) override;
+    // A limited train enters the pool only when sched::limitedSampleCounts() says so.
+    void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, bool limited) override;
     // The estimate alone (0 = unknown), for stats and traces.
     uint64_t measuredBps() const { return pool_->estimate(); }
 

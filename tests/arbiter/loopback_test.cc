@@ -193,7 +193,7 @@ TEST(MeasuredLinkRate, LearnsFromTrainsCappedByTheTypedRate) {
     const Nanos at1gbps = static_cast<Nanos>(kTrain * 8);  // ns for 4 MiB at 1 Gbit/s
     auto feed = [&](MeasuredLinkRate& r) {
         for (int i = 1; i <= 3; ++i) {
-            r.addSample(kTrain, at1gbps, i * 100 * kNsPerMs);
+            r.addSample(kTrain, at1gbps, i * 100 * kNsPerMs, false);
         }
     };
     MeasuredLinkRate bare(0);  // no ATLAS_LINK_GBPS
@@ -208,6 +208,38 @@ TEST(MeasuredLinkRate, LearnsFromTrainsCappedByTheTypedRate) {
     feed(capped);
     EXPECT_EQ(capped.bitsPerSec(300 * kNsPerMs), 500'000'000u);
     EXPECT_NEAR(static_cast<double>(capped.measuredBps()), 1e9, 1e6);
+}
+
+// A train that spans its sender's wait for the link (transport/train.h GateStalls) measured
+// the wait: it may raise the estimate, never lower it, and makes none on its own. Without
+// the rule three such trains shift the level (the collapse measured on a shallow buffer:
+// 4 Mbit/s on a 1 Gbit/s link, every transfer held 5 s).
+TEST(MeasuredLinkRate, ALimitedTrainOnlyRaisesTheEstimate) {
+    constexpr uint64_t kTrain = 4ull << 20;
+    const Nanos at1gbps = static_cast<Nanos>(kTrain * 8);
+    MeasuredLinkRate none(0);
+    for (int i = 1; i <= 3; ++i) {
+        none.addSample(kTrain, at1gbps, i * 100 * kNsPerMs, true);
+    }
+    EXPECT_EQ(none.measuredBps(), 0u) << "limited trains alone make no estimate";
+    auto known = [&](MeasuredLinkRate& r) {
+        for (int i = 1; i <= 3; ++i) {
+            r.addSample(kTrain, at1gbps, i * 100 * kNsPerMs, false);
+        }
+    };
+    MeasuredLinkRate limited(0), plain(0);
+    known(limited);
+    known(plain);
+    for (int i = 4; i <= 6; ++i) {  // 4 MiB over 8 s: 4 Mbit/s
+        limited.addSample(kTrain, 250 * at1gbps, i * 100 * kNsPerMs, true);
+        plain.addSample(kTrain, 250 * at1gbps, i * 100 * kNsPerMs, false);
+    }
+    EXPECT_NEAR(static_cast<double>(limited.measuredBps()), 1e9, 1e6);
+    EXPECT_LT(plain.measuredBps(), 100'000'000u) << "the rule's reason: plain ones do shift it";
+    for (int i = 7; i <= 9; ++i) {  // limited, but faster than the estimate: they count
+        limited.addSample(kTrain, at1gbps * 4 / 5, i * 100 * kNsPerMs, true);
+    }
+    EXPECT_NEAR(static_cast<double>(limited.measuredBps()), 1.25e9, 2e6);
 }
 
 // Protocol 3 (the DC-wide rate pool): process A's receivers measured three exclusive
@@ -229,9 +261,9 @@ TEST(ArbiterLoopback, TrainsOfOneProcessSetTheHoldRateOfAnother) {
     constexpr uint64_t kTrain = 4ull << 20;
     const Nanos at1gbps = static_cast<Nanos>(kTrain * 8);  // ns for 4 MiB at 1 Gbit/s
     for (int i = 0; i < 3; ++i) {
-        ga->onPathSample(kTrain, at1gbps, monotonicNowNs());
+        ga->onPathSample(kTrain, at1gbps, monotonicNowNs(), false);
     }
-    ga->onPathSample(1000, at1gbps, monotonicNowNs());  // not a sample: not sent
+    ga->onPathSample(1000, at1gbps, monotonicNowNs(), false);  // not a sample: not sent
     EXPECT_EQ(a->stats().trains, 3u);
     ASSERT_TRUE(waitFor([&] {
         return srv.server().metricsText().find(

@@ -397,9 +397,13 @@ class TestGate final : public FlowGate {
         std::atomic<int> releases{0};
         std::atomic<uint64_t> released_bytes{0};
         std::atomic<Nanos> slot_end{std::numeric_limits<Nanos>::max()};
+        std::atomic<uint64_t> budget{UINT64_MAX};  // budgetBytes()
+        std::atomic<int> grants_left{-1};          // acquires that may grant; -1: no limit
         std::mutex mu;
-        // Every message train the receiver reported, {bytes, ns}, in order (guarded by mu).
+        // Every message train the receiver reported, {bytes, ns}, in order, and whether the
+        // engine called it limited (guarded by mu).
         std::vector<std::pair<uint64_t, Nanos>> trains;
+        std::vector<bool> limited;
         std::vector<std::pair<uint64_t, Nanos>> trainsNow() {
             std::lock_guard<std::mutex> lock(mu);
             return trains;
@@ -408,16 +412,24 @@ class TestGate final : public FlowGate {
     explicit TestGate(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
     bool acquire(uint64_t, Nanos) override {
         s_->acquires.fetch_add(1);
-        return s_->grant_now.load();
+        if (!s_->grant_now.load() || s_->grants_left.load() == 0) {
+            return false;
+        }
+        if (s_->grants_left.load() > 0) {
+            s_->grants_left.fetch_sub(1);
+        }
+        return true;
     }
+    uint64_t budgetBytes() const override { return s_->budget.load(); }
     bool holds(Nanos now) const override { return now < s_->slot_end.load(); }
     void release(uint64_t bytes, Nanos) override {
         s_->releases.fetch_add(1);
         s_->released_bytes.fetch_add(bytes);
     }
-    void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos) override {
+    void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos, bool limited) override {
         std::lock_guard<std::mutex> lock(s_->mu);
         s_->trains.emplace_back(bytes, dispersion_ns);
+        s_->limited.push_back(limited);
     }
 
   private:
@@ -541,6 +553,63 @@ TEST(LoopbackGate, TheReceiverReportsTrainsOfMessagesItWaitedFor) {
         << "the parked (3 MiB) or the small (512 KiB) message was reported as a train";
     EXPECT_GE(all[1].first, 1u << 20);
     EXPECT_LE(all[1].first, most);
+}
+
+TEST(LoopbackGate, ATrainThatSpansTheGatesStopMidMessageIsLimited) {
+    // transport/train.h GateStalls: a message granted whole gives a plain sample; one whose
+    // grant ran out after 1 MiB and whose rest waited 300 ms for the next gives a train that
+    // spans the wait, reported as limited (the estimator then lets it only raise the rate).
+    auto c = testing::loopbackConfig();
+    c.sockbuf_bytes = 256 * 1024;  // bytes reach the kernel as they are read (see above)
+    std::unique_ptr<Transport> t;
+    Pair p;
+    auto shared = grantedPair(c, &t, &p);
+    std::vector<uint8_t> src(8 << 20), dst(8 << 20);
+    fillPattern(src, 11);
+    size_t n = 0;
+    Request *sr = nullptr, *rr = nullptr;
+    auto trainsAfter = [&](size_t count) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (shared->trainsNow().size() < count && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // late confirmations
+        std::lock_guard<std::mutex> lock(shared->mu);
+        return std::make_pair(shared->trains, shared->limited);
+    };
+    ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+    ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
+    ASSERT_TRUE(waitFor(sr, &n).isOk());
+    ASSERT_TRUE(waitFor(rr, &n).isOk());
+    const auto [whole, whole_limited] = trainsAfter(1);
+    ASSERT_GE(whole.size(), 1u);
+    for (size_t i = 0; i < whole.size(); ++i) {
+        EXPECT_FALSE(whole_limited[i]) << "train " << i << " of a message granted whole";
+    }
+    // One grant of a 1 MiB budget, then nothing for 300 ms.
+    shared->budget.store(1 << 20);
+    shared->grants_left.store(1);
+    ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+    ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    shared->budget.store(UINT64_MAX);
+    shared->grants_left.store(-1);
+    p.send->waker()();
+    ASSERT_TRUE(waitFor(sr, &n).isOk());
+    ASSERT_TRUE(waitFor(rr, &n).isOk());
+    EXPECT_EQ(src, dst);
+    const auto [all, all_limited] = trainsAfter(whole.size() + 1);
+    ASSERT_GT(all.size(), whole.size()) << "no train for the stopped message";
+    bool spanned = false;
+    for (size_t i = whole.size(); i < all.size(); ++i) {
+        // A train that lasted through the wait is limited; a part after it need not be.
+        if (all[i].second >= 250 * kNsPerMs) {
+            EXPECT_TRUE(all_limited[i]) << "a " << all[i].second / kNsPerMs
+                                        << " ms train spanning the stop was not limited";
+            spanned = true;
+        }
+    }
+    EXPECT_TRUE(spanned) << "no train of the stopped message spans the stop";
 }
 
 TEST(LoopbackGate, ALongMessageIsCutIntoTrainsOfTheSpan) {
