@@ -204,6 +204,16 @@ Status ensureStateLocked() {
     transport::TransportConfig config = makeTransportConfig(st->params, max_speed);
     config.logger = makeLibraryLogger();
     config.clock = &st->clock;
+    // A comm on a WAN link another comm of this process already measured is planned from
+    // that estimate, not the device speed (issue 17). The state owns both the admission and
+    // the transport, and comms connect only while it lives.
+    config.measured_path_bps = [wan = st->wan.get()](const transport::CommInfo& info) noexcept {
+        try {
+            return wan->measuredPathBps(info);
+        } catch (...) {
+            return uint64_t{0};  // no estimate: the configured rate, as before
+        }
+    };
     auto created = transport::Transport::create(config);
     if (!created) {
         return created.status();

@@ -42,6 +42,8 @@ enum class StripeMode {
 const char* ioBackendName(IoBackend b);
 const char* stripeModeName(StripeMode m);
 
+struct CommInfo;
+
 // Plain settings; the plugin fills them from the ATLAS_* registry. Libraries never getenv.
 struct TransportConfig {
     int engine_threads = 2;
@@ -66,6 +68,12 @@ struct TransportConfig {
     // Seal every frame (AES-256-GCM, transport/seal.h); needs auth_key; both sides must agree.
     bool encrypt = false;
     uint64_t link_bps = 10'000'000'000ull;  // assumed path rate for the automatic stream rule
+    // The measured rate of the path a comm is about to be planned for (the automatic stream
+    // rule's B, transport/stream_plan.h), in bit/s; 0 = not known. Called once per connect,
+    // on the connecting thread, with the comm's local and peer address and handshake RTT (the
+    // rest of CommInfo unset). Must not block or throw. Empty: link_bps alone. The plugin
+    // sets it from its per-link estimate unless ATLAS_LINK_GBPS is set (docs/env.md).
+    std::function<uint64_t(const CommInfo&)> measured_path_bps;
     Logger logger;
     const Clock* clock = &MonotonicClock::instance();
 };

@@ -216,6 +216,15 @@ Status Connector::onHelloAck(const wire::HelloAck& ack, Nanos now) {
     StreamPlanInput in;
     in.rtt_ns = rtt_ns_;
     in.link_bps = cfg_.link_bps;
+    if (cfg_.measured_path_bps && cfg_.nstreams == 0) {
+        CommInfo path;
+        path.rtt_ns = rtt_ns_;
+        path.peer = peer_;
+        if (auto local = localAddress(ctrl_.fd()); local.isOk()) {
+            path.local = local.value();
+        }
+        in.measured_bps = cfg_.measured_path_bps(path);
+    }
     in.requested = cfg_.nstreams;
     in.max_streams = cfg_.max_streams;
     in.sockbuf_bytes = cfg_.sockbuf_bytes;

@@ -49,8 +49,9 @@
     X(ATLAS_ENCRYPT, encrypt, Bool, false, 0, 0,                                                  \
       "Seal every frame with AES-256-GCM (needs ATLAS_AUTH_KEY/_FILE; both sides must agree)")    \
     X(ATLAS_LINK_GBPS, link_gbps, Double, 0.0, 0.0, 100000.0,                                     \
-      "Known path rate in Gbit/s: the automatic stream rule's rate (0 = the device speed, 10 if " \
-      "below 1) and the cap of the measured rate grants are held by (ATLAS_LINK_RATE)")           \
+      "Known path rate in Gbit/s: the automatic stream rule's rate (0 = the link's measured rate " \
+      "once known, else the device speed, 10 if below 1) and the cap of the measured rate "       \
+      "grants are held by (ATLAS_LINK_RATE)")                                                     \
     X(ATLAS_LINK_RATE, link_rate, String, "measured", 0, 0,                                       \
       "Rate temporal grants are held by: measured (learned from message trains, capped by "       \
       "ATLAS_LINK_GBPS) or fixed (ATLAS_LINK_GBPS as typed; 0 = no hold)")                        \

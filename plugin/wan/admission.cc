@@ -145,6 +145,19 @@ std::shared_ptr<LinkRate> WanAdmission::rateForLocked(const std::string& link,
     return rate;
 }
 
+uint64_t WanAdmission::measuredPathBps(const transport::CommInfo& info) {
+    if (config_.link_bps > 0 || !config_.measure_rate) {
+        return 0;
+    }
+    const WanVerdict v = classify(config_.dc_map, config_.wan_rtt_ns, info);
+    if (!v.wan) {
+        return 0;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = rates_.find(v.link);
+    return it == rates_.end() ? 0 : it->second->measuredBps();
+}
+
 WanVerdict WanAdmission::classifyRecv(const transport::CommInfo& info) const {
     return classify(config_.dc_map, config_.wan_rtt_ns, info);
 }

@@ -111,6 +111,14 @@ class WanAdmission {
     WanVerdict classifyRecv(const transport::CommInfo& info) const;
     bool isWanRecv(const transport::RecvComm& comm) const { return classifyRecv(comm.info()).wan; }
 
+    // The measured rate of the WAN link `info` (local, peer, handshake RTT) would use, for
+    // its stream plan (TransportConfig::measured_path_bps): the estimate of the link's
+    // LinkRate when a comm of this process already gated that link and it has trains (under
+    // node-local arbitration the node's, under an arbiter the DC's pooled estimate), else 0.
+    // 0 too for a comm that is not WAN, with ATLAS_LINK_GBPS set (an override) or
+    // ATLAS_LINK_RATE=fixed. Any thread.
+    uint64_t measuredPathBps(const transport::CommInfo& info);
+
     const WanConfig& config() const { return config_; }
     // nullptr until the first arbitrated WAN comm (ATLAS_ARBITER_CONNECT mode).
     std::shared_ptr<ArbiterClient> arbiterClient();

@@ -40,6 +40,9 @@ class LinkRate {
     Nanos handoffLeadNs() const { return handoff_lead_ns_; }
     // Bits per second the link is expected to carry at now_ns; 0 = unknown.
     virtual uint64_t bitsPerSec(Nanos now_ns) const = 0;
+    // The measured estimate alone (0 = not measured, or not known yet): what the stream plan
+    // of a later comm on the link sizes itself by (WanAdmission::measuredPathBps).
+    virtual uint64_t measuredBps() const { return 0; }
     // A receiver's train: `bytes` arrived over `dispersion_ns`; `limited`: the sender's gate
     // stopped the flow during it (FlowGate::onPathSample). Default: ignored.
     virtual void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, bool limited) {
@@ -106,8 +109,8 @@ class MeasuredLinkRate final : public LinkRate {
     uint64_t bitsPerSec(Nanos now_ns) const override;
     // A limited train enters the pool only when sched::limitedSampleCounts() says so.
     void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, bool limited) override;
-    // The estimate alone (0 = unknown), for stats and traces.
-    uint64_t measuredBps() const { return pool_->estimate(); }
+    // The estimate alone (0 = unknown), uncapped: for the stream plan, stats and traces.
+    uint64_t measuredBps() const override { return pool_->estimate(); }
 
   private:
     const uint64_t cap_bps_;

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <random>
 
@@ -12,6 +13,7 @@
 #include "plugin/wan/admission.h"
 #include "plugin/wan/arbiter_client.h"
 #include "plugin/wan/link_rate.h"
+#include "plugin/wan/shm_arbiter.h"
 #include "plugin_host/plugin_host.h"
 #include "tests/arbiter/test_util.h"
 #include "tests/transport/loopback_util.h"
@@ -653,6 +655,70 @@ TEST(WanRecvClassifier, AcceptedCommFollowsTheSendSideRule) {
     EXPECT_EQ(v.link, "east->west");
     ASSERT_TRUE(p.send->close().isOk());
     ASSERT_TRUE(p.recv->close().isOk());
+}
+
+// Issue 17: a comm on a WAN link whose rate the node already measured is planned from that
+// estimate, not from the device speed; a typed-in ATLAS_LINK_GBPS (an override) or
+// ATLAS_LINK_RATE=fixed keeps the configured rate.
+TEST(WanStreamPlan, ALaterCommIsPlannedFromTheLinksMeasuredRate) {
+    WanConfig wc;
+    wc.wan_rtt_ns = 0;                // every comm is WAN: the loopback handshake measures about 0
+    wc.sharing = Sharing::kTemporal;  // node-local arbitration
+    wc.shm_prefix = "atlas-test-plan-" + std::to_string(::getpid());
+    WanConfig typed = wc;
+    typed.link_bps = 1'000'000'000;  // ATLAS_LINK_GBPS=1
+    WanConfig fixed = wc;
+    fixed.measure_rate = false;  // ATLAS_LINK_RATE=fixed
+    WanAdmission adm(wc, Logger{});
+    WanAdmission adm_typed(typed, Logger{});
+    WanAdmission adm_fixed(fixed, Logger{});
+    transport::TransportConfig tc = transport::testing::loopbackConfig();
+    tc.link_bps = 100'000'000'000ull;  // a 100 Gbit/s device: 4 streams (the CPU floor)
+    tc.measured_path_bps = [&](const transport::CommInfo& i) { return adm.measuredPathBps(i); };
+    auto t = transport::Transport::create(tc);
+    ASSERT_TRUE(t.isOk()) << t.status().toString();
+
+    transport::testing::Pair first;
+    ASSERT_TRUE(transport::testing::connectPair(**t, **t, &first).isOk());
+    EXPECT_EQ(first.send->info().nstreams, 4) << "no comm on the link yet: the device speed";
+    const AttachResult r = adm.attach(*first.send, 1, 0);
+    ASSERT_TRUE(r.gated) << r.mode;
+    EXPECT_EQ(adm.measuredPathBps(first.send->info()), 0u) << "gated, but no train yet";
+
+    // Another process of the node measured the link: 3 trains at 1 Gbit/s in its segment.
+    ShmConfig sc;
+    sc.name = shmNameForLink(wc.shm_prefix, r.verdict.link);
+    auto other = ShmArbiter::open(sc);
+    ASSERT_TRUE(other.isOk()) << other.status().toString();
+    MeasuredLinkRate theirs(0, r.verdict.link, {}, other.value()->ratePool());
+    for (int i = 0; i < 3; ++i) {  // 10 MiB in 84 ms: 0.998 Gbit/s
+        theirs.addSample(10 << 20, 84 * kNsPerMs, monotonicNowNs(), false);
+    }
+    EXPECT_NEAR(static_cast<double>(adm.measuredPathBps(first.send->info())) / 1e9, 0.998, 0.01);
+    transport::testing::Pair second;
+    ASSERT_TRUE(transport::testing::connectPair(**t, **t, &second).isOk());
+    EXPECT_EQ(second.send->info().nstreams, 1) << "1 Gbit/s at a loopback RTT: one stream";
+
+    // The override and the fixed rate: their gates exist on the same link, yet no estimate
+    // reaches the plan.
+    transport::testing::Pair third;
+    ASSERT_TRUE(transport::testing::connectPair(**t, **t, &third).isOk());
+    ASSERT_TRUE(adm_typed.attach(*third.send, 3, 0).gated);
+    transport::testing::Pair fourth;
+    ASSERT_TRUE(transport::testing::connectPair(**t, **t, &fourth).isOk());
+    ASSERT_TRUE(adm_fixed.attach(*fourth.send, 4, 0).gated);
+    EXPECT_EQ(adm_typed.measuredPathBps(third.send->info()), 0u);
+    EXPECT_EQ(adm_fixed.measuredPathBps(fourth.send->info()), 0u);
+    WanConfig lan = wc;
+    lan.wan_rtt_ns = 10 * kNsPerSec;  // nothing is WAN
+    EXPECT_EQ(WanAdmission(lan, Logger{}).measuredPathBps(first.send->info()), 0u);
+
+    for (auto* p : {&first, &second, &third, &fourth}) {
+        ASSERT_TRUE(p->send->close().isOk());
+        ASSERT_TRUE(p->recv->close().isOk());
+    }
+    other.value()->shutdown();
+    ::unlink(("/dev/shm/" + sc.name).c_str());
 }
 
 }  // namespace

@@ -252,6 +252,28 @@ TEST(StreamPlan, RespectsCapOverrideAndExplicitBuffers) {
     EXPECT_EQ(planStreams(in).nstreams, 1);
 }
 
+TEST(StreamPlan, AMeasuredRateIsPlannedForCappedByTheConfiguredOne) {
+    // The device says 10 Gbit/s (22 streams at 50 ms); the link measured 1 Gbit/s (3).
+    StreamPlanInput in = wanInput(50, 10);
+    const StreamPlan device = planStreams(in);
+    in.measured_bps = 1'000'000'000;
+    const StreamPlan measured = planStreams(in);
+    EXPECT_FALSE(device.measured);
+    EXPECT_TRUE(measured.measured);
+    EXPECT_EQ(measured.path_bps, 1'000'000'000u);
+    EXPECT_EQ(measured.bdp_bytes, 6'250'000u);
+    EXPECT_EQ(measured.nstreams, planStreams(wanInput(50, 1)).nstreams);
+    EXPECT_LT(measured.nstreams, device.nstreams);
+    EXPECT_NE(measured.reason.find("(measured)"), std::string::npos) << measured.reason;
+    // A measurement above the device's speed is capped by it.
+    in.measured_bps = 40'000'000'000ull;
+    EXPECT_EQ(planStreams(in).path_bps, 10'000'000'000u);
+    EXPECT_EQ(planStreams(in).nstreams, device.nstreams);
+    // ATLAS_NSTREAMS still wins.
+    in.requested = 7;
+    EXPECT_EQ(planStreams(in).nstreams, 7);
+}
+
 TEST(StreamPlan, CpuFloorForFastLans) {
     StreamPlan p = planStreams(wanInput(0.02, 100));
     EXPECT_EQ(p.nstreams, 4);  // 100 Gbit/s / 25 Gbit/s per stream
