@@ -4,12 +4,20 @@
 
 namespace atlas::sched {
 
-bool limitedSampleCounts(uint64_t bytes, Nanos dispersion_ns, uint64_t estimate_bps) {
-    if (estimate_bps == 0 || dispersion_ns <= 0) {
-        return false;
+Nanos gateLimitedSample(uint64_t bytes, Nanos dispersion_ns, Nanos stalled_ns,
+                        uint64_t estimate_bps) {
+    if (dispersion_ns <= 0) {
+        return 0;
     }
-    const long double bps = static_cast<long double>(bytes) * 8.0L * 1e9L / dispersion_ns;
-    return bps > static_cast<long double>(estimate_bps);
+    if (stalled_ns <= 0 || stalled_ns * 10 < dispersion_ns) {
+        return dispersion_ns;
+    }
+    if (estimate_bps == 0) {
+        return 0;
+    }
+    const Nanos sent_over = std::max(dispersion_ns - stalled_ns, dispersion_ns / 10);
+    const long double bps = static_cast<long double>(bytes) * 8.0L * 1e9L / sent_over;
+    return bps > static_cast<long double>(estimate_bps) ? sent_over : 0;
 }
 
 bool PathRate::addMessage(uint64_t bytes, Nanos first_ns, Nanos last_ns) {

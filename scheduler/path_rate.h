@@ -59,12 +59,24 @@ struct PathRateConfig {
     }
 };
 
-// A sample the sender's own gate limited (its train spans a wait for the link: transport/
-// train.h GateStalls) measured the wait as much as the path. It counts only when it is above
-// the current estimate, which it may then raise, the way BBR uses an application-limited
-// delivery-rate sample; with no estimate yet it does not count. Pure: one rule for every pool
-// (plugin/wan/link_rate.h applies it before a sample enters one).
-bool limitedSampleCounts(uint64_t bytes, Nanos dispersion_ns, uint64_t estimate_bps);
+// A train during which the sender's own gate held the flow back for `stalled_ns`
+// (transport/train.h GateStalls) measured that wait as well as the path. Returns the
+// dispersion the sample counts with, 0 when it does not count:
+//  - stalled less than a tenth of the dispersion: as it is (an arbiter's renewal round trip
+//    inside a long message distorts a train by less than the estimator's own noise);
+//  - otherwise *limited*: its bytes crossed in the time the gate let them, the dispersion
+//    less the stall (at least a tenth of the dispersion: the stall's bounds are an RTT
+//    wide), and that sample counts only when it is above the current estimate, which it
+//    may then raise, the way BBR uses an application-limited delivery-rate sample; with no
+//    estimate yet it does not count.
+// Why both halves: left in as they are, such trains make any low estimate a fixed point (a
+// low rate shrinks the byte budget, messages cross in turns with holds between them, and
+// every train reads as low as the rate that made it); dropped, a low estimate whose budget
+// cuts every transfer never sees a train that could raise it (measured: 250 ms stairs, 6.7 s
+// per iteration). Pure: one rule for every pool (plugin/wan/link_rate.h applies it before a
+// sample enters one).
+Nanos gateLimitedSample(uint64_t bytes, Nanos dispersion_ns, Nanos stalled_ns,
+                        uint64_t estimate_bps);
 
 class PathRate {
   public:

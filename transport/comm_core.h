@@ -314,6 +314,7 @@ class CommCore final {
     std::unique_ptr<RecvObserver> observer_;  // null: receives not watched
     bool granted_ = false;                    // engine: holding the gate's grant
     uint64_t granted_bytes_ = 0;              // striped under the current grant
+    bool refused_mid_message_ = false;        // engine: the gate's last answer held a message back
     GateStalls gate_stalls_;              // engine: the gate's stops mid-message (limited trains)
     CommEngineCounters engine_counters_;  // engine: gate waits/grants, for the stats sink
     std::unique_ptr<CommStatsSink> stats_owned_;  // set once by the poster; freed with the comm

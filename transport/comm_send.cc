@@ -55,14 +55,14 @@ bool CommCore::admitted() {
     }
     granted_ = gate_->acquire(waiting, now);
     granted_bytes_ = 0;
+    refused_mid_message_ = false;
     if (granted_) {
         gate_stalls_.end(now);
     } else if (assign_size_ > 0) {
-        // Stopped with a message partly striped: its train at the receiver spans this wait.
+        // Stopped with a message partly striped: once the pieces already striped are in the
+        // kernel (pump()), the link starves and the receiver's train spans the wait.
         const uint64_t head = assign_q_[assign_head_];
-        if (state(head).unassigned < request(head).size_) {
-            gate_stalls_.begin(now);
-        }
+        refused_mid_message_ = state(head).unassigned < request(head).size_;
     }
     ++(granted_ ? engine_counters_.gate_grants : engine_counters_.gate_waits);
     return granted_;
@@ -146,7 +146,7 @@ void CommCore::pump() {
             --assign_size_;
         }
     }
-    bool idle = assign_size_ == 0;
+    bool written = true;  // every striped piece is in the kernel
     const Nanos now = params_.clock->nowNs();
     for (auto& s : streams_) {
         if (s == nullptr) {
@@ -156,7 +156,15 @@ void CommCore::pump() {
             (faults_ == nullptr || faults_->stalledUntil(s->index, now) == 0)) {
             startSend(*s);
         }
-        idle = idle && (s->index == 0 || ledger_->unsent(s->index) == 0);
+        written = written && (s->index == 0 || ledger_->unsent(s->index) == 0);
+    }
+    const bool idle = written && assign_size_ == 0;
+    if (refused_mid_message_ && written && !granted_) {
+        // The gate holds the rest of a message back and the engine has nothing left to
+        // write: from here the sender, not the path, paces the train (GateStalls). Until
+        // then the pieces queued on the streams kept the link busy (a spent budget stops
+        // the engine with tens of MiB still queued), which is no wait of the train's.
+        gate_stalls_.begin(now);
     }
     if (granted_ && idle) {
         // Every piece is in the kernel: the flow's queue drained, give the link back.
@@ -360,7 +368,7 @@ void CommCore::onConfirmBody(Stream& s) {
     if (st.isOk() && body.train_bytes > 0 && gate_ != nullptr) {
         const auto dispersion = static_cast<Nanos>(body.train_ns);
         gate_->onPathSample(body.train_bytes, dispersion, now,
-                            gate_stalls_.limits(now, dispersion, params_.info.rtt_ns));
+                            gate_stalls_.stalledNs(now, dispersion, params_.info.rtt_ns));
     }
     for (uint32_t i = 0; st.isOk() && i < body.count; ++i) {
         const wire::ConfirmEntry& e = body.entries[i];

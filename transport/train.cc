@@ -92,10 +92,13 @@ void GateStalls::end(Nanos now) {
     open_from_ = -1;
 }
 
-bool GateStalls::limits(Nanos now, Nanos dispersion_ns, Nanos rtt_ns) const {
+Nanos GateStalls::stalledNs(Nanos now, Nanos dispersion_ns, Nanos rtt_ns) const {
     const Nanos from = now - dispersion_ns - 2 * rtt_ns;
     Nanos covered = 0;
+    // The bytes on the wire when the engine stopped still arrive for about a one-way delay:
+    // the receiver's gap starts that much later.
     auto add = [&](Nanos b, Nanos e) {
+        b += rtt_ns / 2;
         b = b > from ? b : from;
         e = e < now ? e : now;
         covered += e > b ? e - b : 0;
@@ -106,7 +109,7 @@ bool GateStalls::limits(Nanos now, Nanos dispersion_ns, Nanos rtt_ns) const {
     if (open_from_ >= 0) {
         add(open_from_, now);
     }
-    return covered * 10 >= dispersion_ns;
+    return covered;
 }
 
 }  // namespace atlas::transport

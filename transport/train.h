@@ -119,23 +119,25 @@ class MessageTrain {
 // in, such samples feed back: a low estimate shrinks the byte budget, every message is cut
 // into turns with a hold between them, and every train says the rate is low (measured: the
 // estimate fell to 4 Mbit/s on a 1 Gbit/s link, 2.5 MiB transfers took 5 s each, and it
-// never recovered). A limited sample may still raise the estimate (sched::PathRate), as
-// BBR treats an application-limited delivery-rate sample.
+// never recovered). What such a sample still says is the policy's (sched::gateLimitedSample).
 //
-// The sender's engine records each such stall (begin() when the gate refuses it with a
-// message partly striped, end() when it may send again); when a train arrives it asks
-// limits(): did the stalls cover a tenth of the train's dispersion or more, within the time
-// its bytes can have been sent (from 2 RTT before its dispersion up to now: the
-// confirmation carrying it may wait up to an RTT)? Shorter waits (an arbiter's renewal
-// round trip within a long message) distort the sample by less than the estimator's own
-// noise. Pure: times are the caller's; the last kKept stalls are enough for one train.
+// The sender's engine records each such stall (begin() once the gate refused it with a
+// message partly striped and every piece striped before is in the kernel, end() when it may
+// send again: while the streams still hold queued pieces the link is fed, and a spent budget
+// stops the engine with tens of MiB queued); when a train arrives it asks stalledNs(): how
+// much of the time the train's bytes can have been sent in (from 2 RTT before its
+// dispersion up to now: the confirmation carrying it may wait up to an RTT) the stalls
+// covered, each counted from half an RTT after it began (the bytes already on the wire keep
+// arriving for a one-way delay; counted from the stop itself, a lone granted flow's trains
+// came out above the link, 1.33 Gbit/s on 1). Pure: times are the caller's; the last kKept stalls
+// are enough for one train.
 class GateStalls {
   public:
     static constexpr size_t kKept = 8;
     void begin(Nanos now);  // no-op while one is open
     void end(Nanos now);    // no-op unless one is open
     bool open() const { return open_from_ >= 0; }
-    bool limits(Nanos now, Nanos dispersion_ns, Nanos rtt_ns) const;
+    Nanos stalledNs(Nanos now, Nanos dispersion_ns, Nanos rtt_ns) const;
 
   private:
     struct Stall {

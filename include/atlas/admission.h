@@ -38,14 +38,14 @@ class FlowGate {
     virtual void release(uint64_t bytes, Nanos now_ns) = 0;
     // The receiver reported a message train of this flow: `bytes` of payload that reached it
     // over `dispersion_ns` (docs/protocol.md, "Confirmation"), a sample of the path's rate.
-    // `limited`: this gate stopped the flow in the middle of a message during the train (the
-    // engine's GateStalls, transport/train.h), so the sample measured that wait too.
-    // Engine thread; must not block. Default: ignored.
-    virtual void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, bool limited) {
+    // `stalled_ns`: how long this gate stopped the flow in the middle of a message while the
+    // train's bytes were sent (the engine's GateStalls, transport/train.h); the sample
+    // measured that wait too. Engine thread; must not block. Default: ignored.
+    virtual void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, Nanos stalled_ns) {
         (void)bytes;
         (void)dispersion_ns;
         (void)now_ns;
-        (void)limited;
+        (void)stalled_ns;
     }
 };
 

@@ -39,9 +39,9 @@ class HoldingGate : public FlowGate {
     uint64_t budgetBytes() const final { return budget_.load(std::memory_order_acquire); }
     void release(uint64_t bytes, Nanos now_ns) final;
     // A receiver's message train: the link's rate learns from it (LinkRate::addSample).
-    void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, bool limited) final {
+    void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, Nanos stalled_ns) final {
         if (rate_) {
-            rate_->addSample(bytes, dispersion_ns, now_ns, limited);
+            rate_->addSample(bytes, dispersion_ns, now_ns, stalled_ns);
         }
     }
 

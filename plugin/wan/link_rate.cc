@@ -27,15 +27,20 @@ uint64_t MeasuredLinkRate::bitsPerSec(Nanos) const {
     return cap_bps_ > 0 ? std::min(m, cap_bps_) : m;
 }
 
-void MeasuredLinkRate::addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, bool limited) {
-    if (limited && !sched::limitedSampleCounts(bytes, dispersion_ns, pool_->estimate())) {
+void MeasuredLinkRate::addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns,
+                                 Nanos stalled_ns) {
+    const Nanos sent_over =
+        sched::gateLimitedSample(bytes, dispersion_ns, stalled_ns, pool_->estimate());
+    if (sent_over <= 0) {
         ATLAS_LOG_TRACE(log_,
-                        "link %s: train %.2f MiB over %.2f ms spans a wait for the link: "
-                        "not a sample below the estimate",
+                        "link %s: train %.2f MiB over %.2f ms spans a %.2f ms wait for the link: "
+                        "not a sample",
                         link_.c_str(), static_cast<double>(bytes) / (1 << 20),
-                        static_cast<double>(dispersion_ns) / 1e6);
+                        static_cast<double>(dispersion_ns) / 1e6,
+                        static_cast<double>(stalled_ns) / 1e6);
         return;
     }
+    dispersion_ns = sent_over;
     // The sample's arrival time on our clock: it ended about when its confirmation left.
     size_t live = 0;
     const uint64_t bps = pool_->add(bytes, now_ns - dispersion_ns, now_ns, &live);

@@ -43,13 +43,13 @@ class LinkRate {
     // The measured estimate alone (0 = not measured, or not known yet): what the stream plan
     // of a later comm on the link sizes itself by (WanAdmission::measuredPathBps).
     virtual uint64_t measuredBps() const { return 0; }
-    // A receiver's train: `bytes` arrived over `dispersion_ns`; `limited`: the sender's gate
-    // stopped the flow during it (FlowGate::onPathSample). Default: ignored.
-    virtual void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, bool limited) {
+    // A receiver's train: `bytes` arrived over `dispersion_ns`, `stalled_ns` of which the
+    // sender's gate held the flow back (FlowGate::onPathSample). Default: ignored.
+    virtual void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, Nanos stalled_ns) {
         (void)bytes;
         (void)dispersion_ns;
         (void)now_ns;
-        (void)limited;
+        (void)stalled_ns;
     }
 
   private:
@@ -107,8 +107,8 @@ class MeasuredLinkRate final : public LinkRate {
     MeasuredLinkRate(uint64_t cap_bps, std::string link = {}, Logger log = {},
                      std::shared_ptr<RatePool> pool = nullptr, Nanos handoff_lead_ns = 0);
     uint64_t bitsPerSec(Nanos now_ns) const override;
-    // A limited train enters the pool only when sched::limitedSampleCounts() says so.
-    void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, bool limited) override;
+    // A train the gate stalled enters the pool as sched::gateLimitedSample() says.
+    void addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, Nanos stalled_ns) override;
     // The estimate alone (0 = unknown), uncapped: for the stream plan, stats and traces.
     uint64_t measuredBps() const override { return pool_->estimate(); }
 

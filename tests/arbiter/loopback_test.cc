@@ -195,7 +195,7 @@ TEST(MeasuredLinkRate, LearnsFromTrainsCappedByTheTypedRate) {
     const Nanos at1gbps = static_cast<Nanos>(kTrain * 8);  // ns for 4 MiB at 1 Gbit/s
     auto feed = [&](MeasuredLinkRate& r) {
         for (int i = 1; i <= 3; ++i) {
-            r.addSample(kTrain, at1gbps, i * 100 * kNsPerMs, false);
+            r.addSample(kTrain, at1gbps, i * 100 * kNsPerMs, 0);
         }
     };
     MeasuredLinkRate bare(0);  // no ATLAS_LINK_GBPS
@@ -212,36 +212,50 @@ TEST(MeasuredLinkRate, LearnsFromTrainsCappedByTheTypedRate) {
     EXPECT_NEAR(static_cast<double>(capped.measuredBps()), 1e9, 1e6);
 }
 
-// A train that spans its sender's wait for the link (transport/train.h GateStalls) measured
-// the wait: it may raise the estimate, never lower it, and makes none on its own. Without
-// the rule three such trains shift the level (the collapse measured on a shallow buffer:
-// 4 Mbit/s on a 1 Gbit/s link, every transfer held 5 s).
-TEST(MeasuredLinkRate, ALimitedTrainOnlyRaisesTheEstimate) {
+// A train during which its sender's gate held the flow back (transport/train.h GateStalls)
+// measured the wait: sched::gateLimitedSample. Without the rule three such trains shift the
+// level down (the collapse measured on a shallow buffer: 4 Mbit/s on a 1 Gbit/s link, every
+// transfer held 5 s); dropped instead, a low estimate would never see a train to raise it.
+TEST(MeasuredLinkRate, ATrainTheGateStalledCountsOnlyByItsSendingTimeAndOnlyUpwards) {
     constexpr uint64_t kTrain = 4ull << 20;
-    const Nanos at1gbps = static_cast<Nanos>(kTrain * 8);
+    const Nanos at1gbps = static_cast<Nanos>(kTrain * 8);  // 33.6 ms
+    constexpr Nanos k8s = 8 * kNsPerSec;
     MeasuredLinkRate none(0);
     for (int i = 1; i <= 3; ++i) {
-        none.addSample(kTrain, at1gbps, i * 100 * kNsPerMs, true);
+        none.addSample(kTrain, k8s, i * 100 * kNsPerMs, k8s - at1gbps);
     }
     EXPECT_EQ(none.measuredBps(), 0u) << "limited trains alone make no estimate";
     auto known = [&](MeasuredLinkRate& r) {
         for (int i = 1; i <= 3; ++i) {
-            r.addSample(kTrain, at1gbps, i * 100 * kNsPerMs, false);
+            r.addSample(kTrain, at1gbps, i * 100 * kNsPerMs, 0);
         }
     };
     MeasuredLinkRate limited(0), plain(0);
     known(limited);
     known(plain);
-    for (int i = 4; i <= 6; ++i) {  // 4 MiB over 8 s: 4 Mbit/s
-        limited.addSample(kTrain, 250 * at1gbps, i * 100 * kNsPerMs, true);
-        plain.addSample(kTrain, 250 * at1gbps, i * 100 * kNsPerMs, false);
+    for (int i = 4; i <= 6; ++i) {  // 4 MiB over 8 s, 1 s of it stalled: 4.8 Mbit/s
+        limited.addSample(kTrain, k8s, i * 100 * kNsPerMs, kNsPerSec);
+        plain.addSample(kTrain, k8s, i * 100 * kNsPerMs, 0);
     }
     EXPECT_NEAR(static_cast<double>(limited.measuredBps()), 1e9, 1e6);
     EXPECT_LT(plain.measuredBps(), 100'000'000u) << "the rule's reason: plain ones do shift it";
-    for (int i = 7; i <= 9; ++i) {  // limited, but faster than the estimate: they count
-        limited.addSample(kTrain, at1gbps * 4 / 5, i * 100 * kNsPerMs, true);
+    // From the low estimate, stalled trains count by their sending time, at most a tenth of
+    // their dispersion: 4 MiB sent in 33.6 ms of an 8 s train lift it tenfold (4 MiB over
+    // 0.8 s); in 33.6 ms of a 336 ms train, back to the rate.
+    for (int i = 7; i <= 9; ++i) {
+        plain.addSample(kTrain, k8s, i * 100 * kNsPerMs, k8s - at1gbps);
     }
-    EXPECT_NEAR(static_cast<double>(limited.measuredBps()), 1.25e9, 2e6);
+    EXPECT_NEAR(static_cast<double>(plain.measuredBps()), kTrain * 8 / 0.8, 1e5);
+    for (int i = 10; i <= 12; ++i) {
+        plain.addSample(kTrain, 10 * at1gbps, i * 100 * kNsPerMs, 9 * at1gbps);
+    }
+    EXPECT_NEAR(static_cast<double>(plain.measuredBps()), 1e9, 1e6);
+    // A stall of less than a tenth counts as it is, even below the estimate (three of them
+    // at 0.5 Gbit/s shift the level).
+    for (int i = 13; i <= 15; ++i) {
+        limited.addSample(kTrain, 2 * at1gbps, i * 100 * kNsPerMs, at1gbps / 10);
+    }
+    EXPECT_NEAR(static_cast<double>(limited.measuredBps()), 0.5e9, 1e6);
 }
 
 // Protocol 3 (the DC-wide rate pool): process A's receivers measured three exclusive
@@ -263,9 +277,9 @@ TEST(ArbiterLoopback, TrainsOfOneProcessSetTheHoldRateOfAnother) {
     constexpr uint64_t kTrain = 4ull << 20;
     const Nanos at1gbps = static_cast<Nanos>(kTrain * 8);  // ns for 4 MiB at 1 Gbit/s
     for (int i = 0; i < 3; ++i) {
-        ga->onPathSample(kTrain, at1gbps, monotonicNowNs(), false);
+        ga->onPathSample(kTrain, at1gbps, monotonicNowNs(), 0);
     }
-    ga->onPathSample(1000, at1gbps, monotonicNowNs(), false);  // not a sample: not sent
+    ga->onPathSample(1000, at1gbps, monotonicNowNs(), 0);  // not a sample: not sent
     EXPECT_EQ(a->stats().trains, 3u);
     ASSERT_TRUE(waitFor([&] {
         return srv.server().metricsText().find(
@@ -692,7 +706,7 @@ TEST(WanStreamPlan, ALaterCommIsPlannedFromTheLinksMeasuredRate) {
     ASSERT_TRUE(other.isOk()) << other.status().toString();
     MeasuredLinkRate theirs(0, r.verdict.link, {}, other.value()->ratePool());
     for (int i = 0; i < 3; ++i) {  // 10 MiB in 84 ms: 0.998 Gbit/s
-        theirs.addSample(10 << 20, 84 * kNsPerMs, monotonicNowNs(), false);
+        theirs.addSample(10 << 20, 84 * kNsPerMs, monotonicNowNs(), 0);
     }
     EXPECT_NEAR(static_cast<double>(adm.measuredPathBps(first.send->info())) / 1e9, 0.998, 0.01);
     transport::testing::Pair second;

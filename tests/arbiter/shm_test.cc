@@ -423,7 +423,7 @@ TEST_F(ShmTest, TrainsReportedInOneProcessSetTheRateOfAnother) {
         }
         MeasuredLinkRate theirs(0, "dc0->dc1", {}, b.value()->ratePool());
         for (int i = 0; i < 3; ++i) {  // 10 MiB in 84 ms: 0.998 Gbit/s
-            theirs.addSample(10 << 20, 84 * kNsPerMs, monotonicNowNs(), false);
+            theirs.addSample(10 << 20, 84 * kNsPerMs, monotonicNowNs(), 0);
         }
         const bool known = theirs.measuredBps() > 0;
         b.value()->shutdown();
@@ -439,7 +439,7 @@ TEST_F(ShmTest, TrainsReportedInOneProcessSetTheRateOfAnother) {
     const double gbps = static_cast<double>(mine.bitsPerSec(monotonicNowNs())) / 1e9;
     EXPECT_NEAR(gbps, 0.998, 0.01) << "the other process's trains are this process's rate";
     // Our own train joins the same pool (four samples: the 75th percentile is still 0.998).
-    mine.addSample(10 << 20, 168 * kNsPerMs, monotonicNowNs(), false);
+    mine.addSample(10 << 20, 168 * kNsPerMs, monotonicNowNs(), 0);
     EXPECT_NEAR(static_cast<double>(mine.measuredBps()) / 1e9, 0.998, 0.01);
     EXPECT_EQ(a->snapshot().procs, 1u) << "the child left the segment";
 }

@@ -116,41 +116,47 @@ TEST(MessageTrain, ASpanOfZeroNeverCuts) {
     EXPECT_EQ(s->dispersion_ns, 2 * kNsPerSec);
 }
 
-TEST(GateStalls, ATrainIsLimitedWhenStopsCoverATenthOfIt) {
+TEST(GateStalls, MeasureTheStopsWithinTheTimeATrainCanHaveBeenSent) {
+    // Each stop counts from half an RTT after it began (the bytes on the wire still arrive).
     constexpr Nanos kRtt = 50 * kMs;
     GateStalls g;
-    EXPECT_FALSE(g.limits(1000 * kMs, 200 * kMs, kRtt)) << "no stall at all";
+    EXPECT_EQ(g.stalledNs(1000 * kMs, 200 * kMs, kRtt), 0) << "no stall at all";
     // A 5 s hold in the middle of a message; its train (5.02 s) arrives 100 ms after it.
     g.begin(1000 * kMs);
     EXPECT_TRUE(g.open());
     g.begin(1500 * kMs);  // still the same stall
     g.end(6000 * kMs);
     EXPECT_FALSE(g.open());
-    EXPECT_TRUE(g.limits(6100 * kMs, 5020 * kMs, kRtt));
-    // A later train of 200 ms sent after the stall ended (it started 2 RTT + 200 ms before
-    // it arrived, after 6000 ms): not limited.
-    EXPECT_FALSE(g.limits(6400 * kMs, 200 * kMs, kRtt));
-    // A renewal's 15 ms stop inside a 200 ms part is less than a tenth: not limited; two of
-    // them are.
+    EXPECT_EQ(g.stalledNs(6100 * kMs, 5020 * kMs, kRtt), 4975 * kMs);
+    // A later train of 200 ms, sent after the stall ended (its window starts 2 RTT + 200 ms
+    // before it arrived, after 6000 ms): nothing.
+    EXPECT_EQ(g.stalledNs(6400 * kMs, 200 * kMs, kRtt), 0);
+    // Two stops inside one 200 ms part add up; one shorter than half an RTT is no gap.
     g.begin(10'000 * kMs);
-    g.end(10'015 * kMs);
-    EXPECT_FALSE(g.limits(10'150 * kMs, 200 * kMs, kRtt));
+    g.end(10'040 * kMs);
+    EXPECT_EQ(g.stalledNs(10'150 * kMs, 200 * kMs, kRtt), 15 * kMs);
     g.begin(10'050 * kMs);
     g.end(10'060 * kMs);
-    EXPECT_TRUE(g.limits(10'150 * kMs, 200 * kMs, kRtt));
+    EXPECT_EQ(g.stalledNs(10'150 * kMs, 200 * kMs, kRtt), 15 * kMs);
+    g.begin(10'070 * kMs);
+    g.end(10'105 * kMs);
+    EXPECT_EQ(g.stalledNs(10'150 * kMs, 200 * kMs, kRtt), 25 * kMs);
+    // A stop that began before the window counts from the window's start.
+    EXPECT_EQ(g.stalledNs(6010 * kMs, 4810 * kMs, kRtt), 4900 * kMs);
     // An open stall counts up to now.
     GateStalls open;
     open.begin(0);
-    EXPECT_FALSE(open.limits(5 * kMs, 200 * kMs, kRtt));
-    EXPECT_TRUE(open.limits(30 * kMs, 200 * kMs, kRtt));
-    // Only the last kKept stalls are kept: older ones drop out of the record.
+    EXPECT_EQ(open.stalledNs(5 * kMs, 200 * kMs, 0), 5 * kMs);
+    EXPECT_EQ(open.stalledNs(30 * kMs, 200 * kMs, kRtt), 5 * kMs);
+    // Only the last kKept stalls are kept: the oldest of kKept + 1 drops out.
     GateStalls many;
     for (size_t i = 0; i <= GateStalls::kKept; ++i) {
         many.begin(static_cast<Nanos>(i) * 100 * kMs);
         many.end(static_cast<Nanos>(i) * 100 * kMs + 30 * kMs);
     }
-    EXPECT_TRUE(many.limits(900 * kMs, 200 * kMs, kRtt));
-    EXPECT_FALSE(many.limits(10'000 * kMs, 200 * kMs, kRtt)) << "long past: outside the train";
+    EXPECT_EQ(many.stalledNs(1000 * kMs, 1000 * kMs, 0),
+              static_cast<Nanos>(GateStalls::kKept) * 30 * kMs);
+    EXPECT_EQ(many.stalledNs(10'000 * kMs, 200 * kMs, kRtt), 0) << "long past: outside";
 }
 
 }  // namespace

@@ -400,10 +400,10 @@ class TestGate final : public FlowGate {
         std::atomic<uint64_t> budget{UINT64_MAX};  // budgetBytes()
         std::atomic<int> grants_left{-1};          // acquires that may grant; -1: no limit
         std::mutex mu;
-        // Every message train the receiver reported, {bytes, ns}, in order, and whether the
-        // engine called it limited (guarded by mu).
+        // Every message train the receiver reported, {bytes, ns}, in order, and how long the
+        // engine says the gate stalled it (guarded by mu).
         std::vector<std::pair<uint64_t, Nanos>> trains;
-        std::vector<bool> limited;
+        std::vector<Nanos> stalled;
         std::vector<std::pair<uint64_t, Nanos>> trainsNow() {
             std::lock_guard<std::mutex> lock(mu);
             return trains;
@@ -426,10 +426,10 @@ class TestGate final : public FlowGate {
         s_->releases.fetch_add(1);
         s_->released_bytes.fetch_add(bytes);
     }
-    void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos, bool limited) override {
+    void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos, Nanos stalled_ns) override {
         std::lock_guard<std::mutex> lock(s_->mu);
         s_->trains.emplace_back(bytes, dispersion_ns);
-        s_->limited.push_back(limited);
+        s_->stalled.push_back(stalled_ns);
     }
 
   private:
@@ -558,7 +558,8 @@ TEST(LoopbackGate, TheReceiverReportsTrainsOfMessagesItWaitedFor) {
 TEST(LoopbackGate, ATrainThatSpansTheGatesStopMidMessageIsLimited) {
     // transport/train.h GateStalls: a message granted whole gives a plain sample; one whose
     // grant ran out after 1 MiB and whose rest waited 300 ms for the next gives a train that
-    // spans the wait, reported as limited (the estimator then lets it only raise the rate).
+    // spans the wait, reported with the wait as its stalled time (sched::gateLimitedSample
+    // then counts it by its sending time, and only upwards).
     auto c = testing::loopbackConfig();
     c.sockbuf_bytes = 256 * 1024;  // bytes reach the kernel as they are read (see above)
     std::unique_ptr<Transport> t;
@@ -575,16 +576,16 @@ TEST(LoopbackGate, ATrainThatSpansTheGatesStopMidMessageIsLimited) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));  // late confirmations
         std::lock_guard<std::mutex> lock(shared->mu);
-        return std::make_pair(shared->trains, shared->limited);
+        return std::make_pair(shared->trains, shared->stalled);
     };
     ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
     ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
     ASSERT_TRUE(waitFor(sr, &n).isOk());
     ASSERT_TRUE(waitFor(rr, &n).isOk());
-    const auto [whole, whole_limited] = trainsAfter(1);
+    const auto [whole, whole_stalled] = trainsAfter(1);
     ASSERT_GE(whole.size(), 1u);
     for (size_t i = 0; i < whole.size(); ++i) {
-        EXPECT_FALSE(whole_limited[i]) << "train " << i << " of a message granted whole";
+        EXPECT_EQ(whole_stalled[i], 0) << "train " << i << " of a message granted whole";
     }
     // One grant of a 1 MiB budget, then nothing for 300 ms.
     shared->budget.store(1 << 20);
@@ -598,14 +599,16 @@ TEST(LoopbackGate, ATrainThatSpansTheGatesStopMidMessageIsLimited) {
     ASSERT_TRUE(waitFor(sr, &n).isOk());
     ASSERT_TRUE(waitFor(rr, &n).isOk());
     EXPECT_EQ(src, dst);
-    const auto [all, all_limited] = trainsAfter(whole.size() + 1);
+    const auto [all, all_stalled] = trainsAfter(whole.size() + 1);
     ASSERT_GT(all.size(), whole.size()) << "no train for the stopped message";
     bool spanned = false;
     for (size_t i = whole.size(); i < all.size(); ++i) {
-        // A train that lasted through the wait is limited; a part after it need not be.
+        // A train that lasted through the wait was stalled for most of it; a part after it
+        // need not be.
         if (all[i].second >= 250 * kNsPerMs) {
-            EXPECT_TRUE(all_limited[i]) << "a " << all[i].second / kNsPerMs
-                                        << " ms train spanning the stop was not limited";
+            EXPECT_GE(all_stalled[i], 200 * kNsPerMs)
+                << "a " << all[i].second / kNsPerMs << " ms train spanning the 300 ms stop";
+            EXPECT_LE(all_stalled[i], all[i].second + 10 * kNsPerMs);
             spanned = true;
         }
     }
