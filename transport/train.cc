@@ -109,7 +109,8 @@ Nanos GateStalls::stalledNs(Nanos now, Nanos dispersion_ns, Nanos rtt_ns) const 
     if (open_from_ >= 0) {
         add(open_from_, now);
     }
-    return covered;
+    // Less one RTT: what is left is a wait for certain (the window's ends are an RTT wide).
+    return covered > rtt_ns ? covered - rtt_ns : 0;
 }
 
 }  // namespace atlas::transport

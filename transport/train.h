@@ -128,8 +128,10 @@ class MessageTrain {
 // much of the time the train's bytes can have been sent in (from 2 RTT before its
 // dispersion up to now: the confirmation carrying it may wait up to an RTT) the stalls
 // covered, each counted from half an RTT after it began (the bytes already on the wire keep
-// arriving for a one-way delay; counted from the stop itself, a lone granted flow's trains
-// came out above the link, 1.33 Gbit/s on 1). Pure: times are the caller's; the last kKept stalls
+// arriving for a one-way delay), less one RTT in all (the window's ends are that uncertain).
+// It errs short: counted from the stops themselves, the corrected trains of a lone granted
+// flow came out above the link (1.33 Gbit/s on 1) and kept lifting the estimate after a
+// rate step. Pure: times are the caller's; the last kKept stalls
 // are enough for one train.
 class GateStalls {
   public:

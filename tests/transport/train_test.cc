@@ -117,7 +117,8 @@ TEST(MessageTrain, ASpanOfZeroNeverCuts) {
 }
 
 TEST(GateStalls, MeasureTheStopsWithinTheTimeATrainCanHaveBeenSent) {
-    // Each stop counts from half an RTT after it began (the bytes on the wire still arrive).
+    // Each stop counts from half an RTT after it began (the bytes on the wire still arrive),
+    // and the sum less one RTT (the window's ends are that uncertain).
     constexpr Nanos kRtt = 50 * kMs;
     GateStalls g;
     EXPECT_EQ(g.stalledNs(1000 * kMs, 200 * kMs, kRtt), 0) << "no stall at all";
@@ -127,27 +128,30 @@ TEST(GateStalls, MeasureTheStopsWithinTheTimeATrainCanHaveBeenSent) {
     g.begin(1500 * kMs);  // still the same stall
     g.end(6000 * kMs);
     EXPECT_FALSE(g.open());
-    EXPECT_EQ(g.stalledNs(6100 * kMs, 5020 * kMs, kRtt), 4975 * kMs);
+    EXPECT_EQ(g.stalledNs(6100 * kMs, 5020 * kMs, kRtt), 4925 * kMs);
     // A later train of 200 ms, sent after the stall ended (its window starts 2 RTT + 200 ms
     // before it arrived, after 6000 ms): nothing.
     EXPECT_EQ(g.stalledNs(6400 * kMs, 200 * kMs, kRtt), 0);
-    // Two stops inside one 200 ms part add up; one shorter than half an RTT is no gap.
+    // A stop that began before the window counts from the window's start.
+    EXPECT_EQ(g.stalledNs(6010 * kMs, 4810 * kMs, kRtt), 4850 * kMs);
+    // Stops inside one 200 ms part add up (RTT 20 ms: each from 10 ms after it began, the
+    // sum less 20 ms); one shorter than half an RTT adds nothing.
+    constexpr Nanos kShort = 20 * kMs;
     g.begin(10'000 * kMs);
     g.end(10'040 * kMs);
-    EXPECT_EQ(g.stalledNs(10'150 * kMs, 200 * kMs, kRtt), 15 * kMs);
+    EXPECT_EQ(g.stalledNs(10'150 * kMs, 200 * kMs, kShort), 10 * kMs);
     g.begin(10'050 * kMs);
     g.end(10'060 * kMs);
-    EXPECT_EQ(g.stalledNs(10'150 * kMs, 200 * kMs, kRtt), 15 * kMs);
+    EXPECT_EQ(g.stalledNs(10'150 * kMs, 200 * kMs, kShort), 10 * kMs);
     g.begin(10'070 * kMs);
     g.end(10'105 * kMs);
-    EXPECT_EQ(g.stalledNs(10'150 * kMs, 200 * kMs, kRtt), 25 * kMs);
-    // A stop that began before the window counts from the window's start.
-    EXPECT_EQ(g.stalledNs(6010 * kMs, 4810 * kMs, kRtt), 4900 * kMs);
+    EXPECT_EQ(g.stalledNs(10'150 * kMs, 200 * kMs, kShort), 35 * kMs);
     // An open stall counts up to now.
     GateStalls open;
     open.begin(0);
     EXPECT_EQ(open.stalledNs(5 * kMs, 200 * kMs, 0), 5 * kMs);
-    EXPECT_EQ(open.stalledNs(30 * kMs, 200 * kMs, kRtt), 5 * kMs);
+    EXPECT_EQ(open.stalledNs(30 * kMs, 200 * kMs, kRtt), 0);
+    EXPECT_EQ(open.stalledNs(100 * kMs, 200 * kMs, kRtt), 25 * kMs);
     // Only the last kKept stalls are kept: the oldest of kKept + 1 drops out.
     GateStalls many;
     for (size_t i = 0; i <= GateStalls::kKept; ++i) {
