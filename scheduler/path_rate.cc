@@ -4,6 +4,13 @@
 
 namespace atlas::sched {
 
+namespace {
+// A train's rate: bits per second = bytes * 8e9 / ns, without overflow for any realistic size.
+long double trainBps(uint64_t bytes, Nanos dispersion_ns) {
+    return static_cast<long double>(bytes) * 8.0L * 1e9L / static_cast<long double>(dispersion_ns);
+}
+}  // namespace
+
 Nanos gateLimitedSample(uint64_t bytes, Nanos dispersion_ns, Nanos stalled_ns,
                         uint64_t estimate_bps) {
     if (dispersion_ns <= 0) {
@@ -16,8 +23,7 @@ Nanos gateLimitedSample(uint64_t bytes, Nanos dispersion_ns, Nanos stalled_ns,
         return 0;
     }
     const Nanos sent_over = std::max(dispersion_ns - stalled_ns, dispersion_ns / 10);
-    const long double bps = static_cast<long double>(bytes) * 8.0L * 1e9L / sent_over;
-    return bps > static_cast<long double>(estimate_bps) ? sent_over : 0;
+    return trainBps(bytes, sent_over) > static_cast<long double>(estimate_bps) ? sent_over : 0;
 }
 
 bool PathRate::addMessage(uint64_t bytes, Nanos first_ns, Nanos last_ns) {
@@ -25,9 +31,7 @@ bool PathRate::addMessage(uint64_t bytes, Nanos first_ns, Nanos last_ns) {
     if (!config_.admits(bytes, dispersion)) {
         return false;
     }
-    // bits per second = bytes * 8e9 / ns, without overflow for any realistic size.
-    const long double bps = static_cast<long double>(bytes) * 8.0L * 1e9L / dispersion;
-    ring_[next_] = {last_ns, static_cast<uint64_t>(bps)};
+    ring_[next_] = {last_ns, static_cast<uint64_t>(trainBps(bytes, dispersion))};
     next_ = (next_ + 1) % kSamples;
     count_ = std::min(count_ + 1, kSamples);
     return true;

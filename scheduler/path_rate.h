@@ -65,8 +65,9 @@ struct PathRateConfig {
 //  - stalled less than a tenth of the dispersion: as it is (an arbiter's renewal round trip
 //    inside a long message distorts a train by less than the estimator's own noise);
 //  - otherwise *limited*: its bytes crossed in the time the gate let them, the dispersion
-//    less the stall (at least a tenth of the dispersion: the stall's bounds are an RTT
-//    wide), and that sample counts only when it is above the current estimate, which it
+//    less the stall (at least a tenth of the dispersion: one train lifts the rate tenfold at
+//    most, however short the measured stall leaves it), and that sample counts only when it
+//    is above the current estimate, which it
 //    may then raise, the way BBR uses an application-limited delivery-rate sample; with no
 //    estimate yet it does not count.
 // Why both halves: left in as they are, such trains make any low estimate a fixed point (a

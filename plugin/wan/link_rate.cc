@@ -29,9 +29,10 @@ uint64_t MeasuredLinkRate::bitsPerSec(Nanos) const {
 
 void MeasuredLinkRate::addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns,
                                  Nanos stalled_ns) {
-    const Nanos sent_over =
+    // What the sample counts with: the dispersion, less the gate's wait when that was long.
+    const Nanos counted =
         sched::gateLimitedSample(bytes, dispersion_ns, stalled_ns, pool_->estimate());
-    if (sent_over <= 0) {
+    if (counted <= 0) {
         ATLAS_LOG_TRACE(log_,
                         "link %s: train %.2f MiB over %.2f ms spans a %.2f ms wait for the link: "
                         "not a sample",
@@ -40,15 +41,14 @@ void MeasuredLinkRate::addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_
                         static_cast<double>(stalled_ns) / 1e6);
         return;
     }
-    dispersion_ns = sent_over;
     // The sample's arrival time on our clock: it ended about when its confirmation left.
     size_t live = 0;
-    const uint64_t bps = pool_->add(bytes, now_ns - dispersion_ns, now_ns, &live);
+    const uint64_t bps = pool_->add(bytes, now_ns - counted, now_ns, &live);
     // Every input, at trace level: what an estimate that looks wrong was made of.
     ATLAS_LOG_TRACE(log_, "link %s: train %.2f MiB over %.2f ms = %.3f Gbit/s at %.3f s -> %.3f",
                     link_.c_str(), static_cast<double>(bytes) / (1 << 20),
-                    static_cast<double>(dispersion_ns) / 1e6,
-                    static_cast<double>(bytes) * 8 / static_cast<double>(dispersion_ns),
+                    static_cast<double>(counted) / 1e6,
+                    static_cast<double>(bytes) * 8 / static_cast<double>(counted),
                     static_cast<double>(now_ns) / 1e9, static_cast<double>(bps) / 1e9);
     std::lock_guard<std::mutex> lock(mu_);
     // The trace: a tenth up or down, or known <-> unknown, at most once a second (a settled
@@ -59,7 +59,7 @@ void MeasuredLinkRate::addSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_
         ATLAS_LOG_INFO(log_, "link %s: measured rate %.3f Gbit/s (%zu trains in %.1f s; last %.3f)",
                        link_.c_str(), static_cast<double>(bps) / 1e9, live,
                        static_cast<double>(pool_->config().window_ns) / kNsPerSec,
-                       static_cast<double>(bytes) * 8 / static_cast<double>(dispersion_ns));
+                       static_cast<double>(bytes) * 8 / static_cast<double>(counted));
         logged_bps_ = bps;
         logged_at_ = now_ns;
     }
