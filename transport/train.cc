@@ -73,6 +73,13 @@ std::optional<TrainSample> MessageTrain::sample(Nanos now, const KernelCount& ke
         static_cast<uint64_t>(dispersion) > wire::kMaxTrainNs) {
         return std::nullopt;
     }
+    // Lossy and shorter than kLossySpans spans: a repair's round trip in a short train (see
+    // the header). A lossy cut is only due after that long; this catches a message's end.
+    const Nanos span = rules_.span_ns > 0 ? rules_.span_ns : kDefaultTrainSpanNs;
+    if (kernel.out_of_order != kernel_.out_of_order &&
+        dispersion < TrainRules::kLossySpans * span) {
+        return std::nullopt;
+    }
     return TrainSample{bytes, dispersion};
 }
 

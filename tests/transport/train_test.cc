@@ -86,6 +86,32 @@ TEST(MessageTrain, APartThatSawASegmentOutOfOrderRunsFiveSpans) {
     EXPECT_EQ(next->bytes, 25 * kMiB);
 }
 
+TEST(MessageTrain, AMessageShorterThanFiveSpansWithASegmentOutOfOrderIsNoSample) {
+    // 2.5 MiB across a repair: 21 ms of bytes plus a 50 ms round trip reads a third of the link.
+    MessageTrain lossy(TrainRules{200 * kMs});
+    lossy.open(1, 0, kc(0, 3), 0, {});
+    EXPECT_FALSE(lossy.close(71 * kMs, 2560 * 1024, kc(2560 * 1024, 4), {}));
+    EXPECT_FALSE(lossy.isOpen());
+    MessageTrain clean(TrainRules{200 * kMs});
+    clean.open(1, 0, kc(0, 3), 0, {});
+    EXPECT_TRUE(clean.close(21 * kMs, 2560 * 1024, kc(2560 * 1024, 3), {}));
+    // As long as five spans, a lossy message is a sample (its holes weigh a fifth).
+    MessageTrain slow(TrainRules{200 * kMs});
+    slow.open(1, 0, kc(0, 0), 0, {});
+    EXPECT_TRUE(slow.close(1000 * kMs, 60 * kMiB, kc(60 * kMiB, 2), {}));
+    // A long message's last part is held to the same rule.
+    MessageTrain tail(TrainRules{200 * kMs});
+    tail.open(1, 0, kc(0), 0, {});
+    ASSERT_TRUE(tail.cut(200 * kMs, kc(25 * kMiB), 25 * kMiB, {}));
+    EXPECT_FALSE(tail.close(300 * kMs, 40 * kMiB, kc(37 * kMiB, 1), {}));
+    // Without a span (one train per message) a lossy message needs five default spans.
+    MessageTrain whole(TrainRules{0});
+    whole.open(1, 0, kc(0), 0, {});
+    EXPECT_FALSE(whole.close(999 * kMs, 100 * kMiB, kc(100 * kMiB, 1), {}));
+    whole.open(2, 2000 * kMs, kc(100 * kMiB, 1), 0, {});
+    EXPECT_TRUE(whole.close(3000 * kMs, 100 * kMiB, kc(200 * kMiB, 2), {}));
+}
+
 TEST(MessageTrain, AResetADuplicateOrABacklogEndsTheMessagesTrain) {
     for (const TrainSpoilers spoil :
          {TrainSpoilers{1, 0, 0}, TrainSpoilers{0, 1, 0}, TrainSpoilers{0, 0, 1}}) {
