@@ -158,6 +158,9 @@ class CommCore final {
     static constexpr uint64_t kMaxSealedPiece = 8ull << 20;
     // How long an end of stream waits for the peer's goodbye on another stream.
     static constexpr Nanos kEofGraceNs = 100 * kNsPerMs;
+    // How often a stopped flow looks whether its streams' bytes are through (one TCP_INFO
+    // per data stream each time): a stop's start errs this much late, i.e. short.
+    static constexpr Nanos kStopProbeNs = 5 * kNsPerMs;
     enum class RecvPhase : uint8_t {
         kHeader,       // reading a frame header
         kPayload,      // reading a data frame's payload (in runs: into the buffer or drained)
@@ -291,6 +294,9 @@ class CommCore final {
     void scheduleDial(int index, Nanos now);
     void dialDue(Nanos now);
     void checkStalls(Nanos now);
+    // A gate's stop mid-message starts for the receiver's train once the kernel has
+    // delivered what the engine wrote (GateStalls): looks, and looks again later.
+    void probeGateStop(Nanos now);
     bool admitted();  // engine: may striping continue now? (asks the gate)
     void sampleStats(CommStatsSink& sink, Nanos now_ns);  // engine (comm_stats.cc)
     // recv side (comm_recv.cc)
@@ -316,6 +322,7 @@ class CommCore final {
     uint64_t granted_bytes_ = 0;              // striped under the current grant
     bool refused_mid_message_ = false;        // engine: the gate's last answer held a message back
     GateStalls gate_stalls_;              // engine: the gate's stops mid-message (limited trains)
+    Nanos stop_probe_at_ = -1;            // engine: when probeGateStop() looks again; -1: not
     CommEngineCounters engine_counters_;  // engine: gate waits/grants, for the stats sink
     std::unique_ptr<CommStatsSink> stats_owned_;  // set once by the poster; freed with the comm
     std::atomic<CommStatsSink*> stats_{nullptr};  // the engine's view of stats_owned_

@@ -58,9 +58,11 @@ bool CommCore::admitted() {
     refused_mid_message_ = false;
     if (granted_) {
         gate_stalls_.end(now);
+        stop_probe_at_ = -1;
     } else if (assign_size_ > 0) {
-        // Stopped with a message partly striped: once the pieces already striped are in the
-        // kernel (pump()), the link starves and the receiver's train spans the wait.
+        // Stopped with a message partly striped: once the pieces already striped are
+        // through the kernel (pump(), probeGateStop()), the link starves and the receiver's
+        // train spans the wait.
         const uint64_t head = assign_q_[assign_head_];
         refused_mid_message_ = state(head).unassigned < request(head).size_;
     }
@@ -159,12 +161,13 @@ void CommCore::pump() {
         written = written && (s->index == 0 || ledger_->unsent(s->index) == 0);
     }
     const bool idle = written && assign_size_ == 0;
-    if (refused_mid_message_ && written && !granted_) {
+    if (refused_mid_message_ && written && !granted_ && !gate_stalls_.open() &&
+        stop_probe_at_ < 0) {
         // The gate holds the rest of a message back and the engine has nothing left to
-        // write: from here the sender, not the path, paces the train (GateStalls). Until
-        // then the pieces queued on the streams kept the link busy (a spent budget stops
-        // the engine with tens of MiB still queued), which is no wait of the train's.
-        gate_stalls_.begin(now);
+        // write. Until then the pieces queued on the streams kept the link busy (a spent
+        // budget stops the engine with tens of MiB still queued), which is no wait of the
+        // train's; from when the kernel has delivered them, the sender paces the train.
+        probeGateStop(now);
     }
     if (granted_ && idle) {
         // Every piece is in the kernel: the flow's queue drained, give the link back.
@@ -445,6 +448,33 @@ void CommCore::dialDue(Nanos now) {
         d.deadline = now + policy_.attemptTimeout();
         params_.rejoiner->dial(d);
     }
+}
+
+void CommCore::probeGateStop(Nanos now) {
+    stop_probe_at_ = -1;
+    if (granted_ || !refused_mid_message_ || gate_stalls_.open()) {
+        return;  // granted again meanwhile, or already counting
+    }
+    // "Written" is in the kernel, not through it: each stream may still hold up to
+    // TCP_NOTSENT_LOWAT unsent plus a window in flight, which keeps the link fed for as long
+    // as they take (22 x 512 KiB unsent: 176 ms at 0.5 Gbit/s, more than GateStalls' margin;
+    // counted from the write, such stops can take a corrected train to ten times the rate,
+    // docs/arbitration.md "Limits"). So the stop starts when every data stream has sent and
+    // had acknowledged all it holds: the receiver had the last byte about half an RTT before.
+    for (size_t i = 1; i < streams_.size(); ++i) {
+        const Stream* s = streams_[i].get();
+        if (s == nullptr || s->dead) {
+            continue;  // a lost stream feeds nothing
+        }
+        TcpInfoSample info;
+        if (s->send_op.in_flight ||  // submitted, not yet in the kernel
+            (readTcpInfo(s->fd.get(), now, &info).isOk() &&
+             (info.notsent_bytes > 0 || info.unacked > 0))) {
+            stop_probe_at_ = now + kStopProbeNs;
+            return;
+        }
+    }
+    gate_stalls_.begin(now - params_.info.rtt_ns / 2);
 }
 
 void CommCore::checkStalls(Nanos now) {

@@ -243,16 +243,19 @@ Nanos CommCore::timerAt() const {
             }
         }
         consider(stall_check_at_);
+        consider(stop_probe_at_);
     } else if (confirm_pending_) {
         consider(params_.cadence.dueAt(true, confirm_bytes_, confirm_first_));
     }
     if (faults_ != nullptr) {
         for (const auto& s : streams_) {
             // Send side: a stalled stream's queue; receive side: a held read.
-            const Nanos until =
-                s != nullptr ? faults_->stalledUntil(s->index, params_.clock->nowNs()) : 0;
+            const Nanos now = params_.clock->nowNs();
+            const Nanos until = s != nullptr ? faults_->stalledUntil(s->index, now) : 0;
             if (until > 0) {
                 consider(until);
+            } else if (s != nullptr && s->held) {
+                consider(now);  // the stall is over: onTimer() resumes the held read now
             }
         }
     }
@@ -297,6 +300,9 @@ void CommCore::onTimer(Nanos now) {
     if (isSend()) {
         dialDue(now);
         checkStalls(now);
+        if (stop_probe_at_ >= 0 && now >= stop_probe_at_) {
+            probeGateStop(now);
+        }
         if (!failed()) {
             pump();  // a stalled stream (fault seam) may move again
         }

@@ -51,6 +51,9 @@ Status readTcpInfo(int fd, Nanos now_ns, TcpInfoSample* out) {
     if (has(ATLAS_TI_END(tcpi_bytes_retrans))) {
         out->bytes_retrans = ti.tcpi_bytes_retrans;
     }
+    if (has(ATLAS_TI_END(tcpi_notsent_bytes))) {
+        out->notsent_bytes = ti.tcpi_notsent_bytes;
+    }
     if (has(ATLAS_TI_END(tcpi_rcv_ooopack))) {
         out->rcv_ooopack = ti.tcpi_rcv_ooopack;
     }

@@ -130,9 +130,10 @@ class MessageTrain {
 // never recovered). What such a sample still says is the policy's (sched::gateLimitedSample).
 //
 // The sender's engine records each such stall (begin() once the gate refused it with a
-// message partly striped and every piece striped before is in the kernel, end() when it may
-// send again: while the streams still hold queued pieces the link is fed, and a spent budget
-// stops the engine with tens of MiB queued); when a train arrives it asks stalledNs(): how
+// message partly striped and every piece striped before is through: in the kernel, then
+// sent and acknowledged, at the time the receiver had the last byte; end() when it may send
+// again: while the streams or their sockets still hold bytes the link is fed, and a spent
+// budget stops the engine with tens of MiB queued); when a train arrives it asks stalledNs(): how
 // much of the time the train's bytes can have been sent in (from 2 RTT before its
 // dispersion up to now: the confirmation carrying it may wait up to an RTT) the stalls
 // covered, each counted from half an RTT after it began (the bytes already on the wire keep

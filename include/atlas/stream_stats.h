@@ -32,6 +32,7 @@ struct TcpInfoSample {
     uint64_t bytes_acked = 0;     // sender side
     uint64_t bytes_received = 0;  // receiver side
     uint32_t rcv_ooopack = 0;     // receiver side: out-of-order packets (Linux 5.4+)
+    uint32_t notsent_bytes = 0;   // sender side: bytes queued, not yet sent (Linux 4.6+)
     bool delivery_rate_app_limited = false;
 };
 

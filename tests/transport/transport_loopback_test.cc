@@ -615,6 +615,77 @@ TEST(LoopbackGate, ATrainThatSpansTheGatesStopMidMessageIsLimited) {
     EXPECT_TRUE(spanned) << "no train of the stopped message spans the stop";
 }
 
+TEST(LoopbackGate, AGateStopCountsOnlyOnceTheKernelHasDeliveredTheWrittenBytes) {
+    // A stop's wait starts for the train when every stream's socket has sent and had
+    // acknowledged what the engine wrote (CommCore::probeGateStop), not when the writes
+    // completed: until then the sockets keep the link fed. Here the sender's socket buffers
+    // (4 MiB) take the two 768 KiB pieces written before a 500 ms stop whole, the
+    // receiver's (64 KiB) do not, and the receiver reads nothing of stream 1 for its first
+    // 300 ms: the piece on stream 1 sits in the sender's socket that long. Counted from the
+    // writes, the train's part over that time was "stalled" for nearly all of it.
+    auto sc = testing::loopbackConfig();
+    sc.sockbuf_bytes = 4 << 20;
+    sc.nstreams = 2;
+    sc.chunk_bytes = 768 * 1024;
+    auto rc = sc;
+    rc.sockbuf_bytes = 64 * 1024;
+    // The first message (256 KiB, one piece on the first stream) starts the hold of stream 1
+    // as it is read; the second's piece on stream 2 opens its train meanwhile.
+    auto plan = parseFaultPlan("stall:stream=1,ms=300,after=64K,side=recv");
+    ASSERT_TRUE(plan.isOk());
+    rc.faults = plan.value();
+    auto st = Transport::create(sc);
+    auto rt = Transport::create(rc);
+    ASSERT_TRUE(st.isOk() && rt.isOk());
+    Pair p;
+    ASSERT_TRUE(connectPair(**st, **rt, &p).isOk());
+    auto shared = std::make_shared<TestGate::Shared>();
+    shared->grant_now.store(true);
+    p.send->setGate(std::make_unique<TestGate>(shared));
+    std::vector<uint8_t> src(8 << 20), dst(8 << 20);
+    fillPattern(src, 12);
+    size_t n = 0;
+    Request *sr = nullptr, *rr = nullptr;
+    ASSERT_TRUE(p.recv->irecv(dst.data(), 256 * 1024, &rr).isOk());
+    ASSERT_TRUE(p.send->isend(src.data(), 256 * 1024, &sr).isOk());
+    ASSERT_TRUE(waitFor(sr, &n).isOk());
+    ASSERT_TRUE(waitFor(rr, &n).isOk());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // confirmed: both streams idle
+    shared->budget.store(2 * 768 * 1024);
+    shared->grants_left.store(1);
+    ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+    ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    shared->budget.store(UINT64_MAX);
+    shared->grants_left.store(-1);
+    p.send->waker()();
+    ASSERT_TRUE(waitFor(sr, &n).isOk());
+    ASSERT_TRUE(waitFor(rr, &n).isOk());
+    EXPECT_EQ(src, dst);
+    // The message's train is cut when the held piece is read (the receiver's 1 MiB after the
+    // 200 ms span): a first part over the hold, a second over the rest of the stop.
+    std::vector<std::pair<Nanos, Nanos>> parts;  // dispersion, stalled: parts of 150 ms+
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (parts.size() < 2 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::lock_guard<std::mutex> lock(shared->mu);
+        parts.clear();
+        for (size_t i = 0; i < shared->trains.size(); ++i) {
+            if (shared->trains[i].second >= 150 * kNsPerMs) {
+                parts.emplace_back(shared->trains[i].second, shared->stalled[i]);
+            }
+        }
+    }
+    ASSERT_GE(parts.size(), 2u) << "no two parts span the hold and the stop";
+    EXPECT_LE(parts[0].second, parts[0].first * 4 / 10)
+        << "the " << parts[0].first / kNsPerMs << " ms part over the hold, while the sockets "
+        << "still held the written piece, counted " << parts[0].second / kNsPerMs
+        << " ms as a stop";
+    EXPECT_GE(parts[1].second, parts[1].first / 2)
+        << "the " << parts[1].first / kNsPerMs << " ms part after the sockets drained counted "
+        << parts[1].second / kNsPerMs << " ms of the stop";
+}
+
 TEST(LoopbackGate, ALongMessageIsCutIntoTrainsOfTheSpan) {
     // A message that arrives for longer than the cadence's train_span_ns gives a sample per
     // span (docs/protocol.md "Confirmation"), not one at its end: the rate estimate follows
