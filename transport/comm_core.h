@@ -159,7 +159,7 @@ class CommCore final {
     // How long an end of stream waits for the peer's goodbye on another stream.
     static constexpr Nanos kEofGraceNs = 100 * kNsPerMs;
     // How often a stopped flow looks whether its streams' bytes are through (one TCP_INFO
-    // per data stream each time): a stop's start errs this much late, i.e. short.
+    // per data stream each time): a stop's start errs up to this much late, i.e. short.
     static constexpr Nanos kStopProbeNs = 5 * kNsPerMs;
     enum class RecvPhase : uint8_t {
         kHeader,       // reading a frame header

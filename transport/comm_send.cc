@@ -457,23 +457,30 @@ void CommCore::probeGateStop(Nanos now) {
     }
     // "Written" is in the kernel, not through it: each stream may still hold up to
     // TCP_NOTSENT_LOWAT unsent plus a window in flight, which keeps the link fed for as long
-    // as they take (22 x 512 KiB unsent: 176 ms at 0.5 Gbit/s, more than GateStalls' margin;
+    // as they take (22 x 512 KiB unsent: 185 ms at 0.5 Gbit/s, more than GateStalls' margin;
     // counted from the write, such stops can take a corrected train to ten times the rate,
-    // docs/arbitration.md "Limits"). So the stop starts when every data stream has sent and
-    // had acknowledged all it holds: the receiver had the last byte about half an RTT before.
-    for (size_t i = 1; i < streams_.size(); ++i) {
+    // docs/arbitration.md "Trains that span a wait"). So the stop starts when the engine has
+    // nothing queued (no resend either: a stream lost meanwhile put its frames back) and
+    // every data stream has sent and had acknowledged all it holds.
+    bool through = !ledger_->hasResend();
+    for (size_t i = 1; through && i < streams_.size(); ++i) {
         const Stream* s = streams_[i].get();
         if (s == nullptr || s->dead) {
             continue;  // a lost stream feeds nothing
         }
         TcpInfoSample info;
-        if (s->send_op.in_flight ||  // submitted, not yet in the kernel
-            (readTcpInfo(s->fd.get(), now, &info).isOk() &&
-             (info.notsent_bytes > 0 || info.unacked > 0))) {
-            stop_probe_at_ = now + kStopProbeNs;
-            return;
-        }
+        through = !s->send_op.in_flight && ledger_->unsent(s->index) == 0 &&
+                  !(readTcpInfo(s->fd.get(), now, &info).isOk() &&
+                    (info.notsent_bytes > 0 || info.unacked > 0));
     }
+    if (!through) {
+        stop_probe_at_ = now + kStopProbeNs;
+        return;
+    }
+    // Dated half an RTT back, when the receiver had the last byte: GateStalls counts a stop
+    // from half an RTT after its begin (for a stop begun at a write, the bytes still on the
+    // wire), so this one counts from now, the last acknowledgement: it errs short by the
+    // ACK's half RTT (and by a delayed ACK of the last segment, up to 40 ms).
     gate_stalls_.begin(now - params_.info.rtt_ns / 2);
 }
 

@@ -248,9 +248,9 @@ Nanos CommCore::timerAt() const {
         consider(params_.cadence.dueAt(true, confirm_bytes_, confirm_first_));
     }
     if (faults_ != nullptr) {
+        const Nanos now = params_.clock->nowNs();
         for (const auto& s : streams_) {
             // Send side: a stalled stream's queue; receive side: a held read.
-            const Nanos now = params_.clock->nowNs();
             const Nanos until = s != nullptr ? faults_->stalledUntil(s->index, now) : 0;
             if (until > 0) {
                 consider(until);
@@ -300,11 +300,12 @@ void CommCore::onTimer(Nanos now) {
     if (isSend()) {
         dialDue(now);
         checkStalls(now);
-        if (stop_probe_at_ >= 0 && now >= stop_probe_at_) {
-            probeGateStop(now);
-        }
         if (!failed()) {
             pump();  // a stalled stream (fault seam) may move again
+        }
+        // After pump(): a grant that came meanwhile ends the probe instead of a stop.
+        if (!failed() && stop_probe_at_ >= 0 && now >= stop_probe_at_) {
+            probeGateStop(now);
         }
     } else {
         maybeConfirm(now);

@@ -619,10 +619,11 @@ TEST(LoopbackGate, AGateStopCountsOnlyOnceTheKernelHasDeliveredTheWrittenBytes) 
     // A stop's wait starts for the train when every stream's socket has sent and had
     // acknowledged what the engine wrote (CommCore::probeGateStop), not when the writes
     // completed: until then the sockets keep the link fed. Here the sender's socket buffers
-    // (4 MiB) take the two 768 KiB pieces written before a 500 ms stop whole, the
-    // receiver's (64 KiB) do not, and the receiver reads nothing of stream 1 for its first
-    // 300 ms: the piece on stream 1 sits in the sender's socket that long. Counted from the
-    // writes, the train's part over that time was "stalled" for nearly all of it.
+    // (4 MiB) take the two 768 KiB pieces written before a 1000 ms stop whole (the write
+    // completes: TCP_NOTSENT_LOWAT is the 768 KiB piece), the receiver's (64 KiB) do not,
+    // and the receiver reads nothing of stream 1 for 700 ms: the piece on stream 1 sits in
+    // the sender's socket that long. Counted from the writes, the train's part over that
+    // time was "stalled" for nearly all of it (measured: 246 of 246 ms with a 300 ms hold).
     auto sc = testing::loopbackConfig();
     sc.sockbuf_bytes = 4 << 20;
     sc.nstreams = 2;
@@ -631,7 +632,7 @@ TEST(LoopbackGate, AGateStopCountsOnlyOnceTheKernelHasDeliveredTheWrittenBytes) 
     rc.sockbuf_bytes = 64 * 1024;
     // The first message (256 KiB, one piece on the first stream) starts the hold of stream 1
     // as it is read; the second's piece on stream 2 opens its train meanwhile.
-    auto plan = parseFaultPlan("stall:stream=1,ms=300,after=64K,side=recv");
+    auto plan = parseFaultPlan("stall:stream=1,ms=700,after=64K,side=recv");
     ASSERT_TRUE(plan.isOk());
     rc.faults = plan.value();
     auto st = Transport::create(sc);
@@ -655,7 +656,7 @@ TEST(LoopbackGate, AGateStopCountsOnlyOnceTheKernelHasDeliveredTheWrittenBytes) 
     shared->grants_left.store(1);
     ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
     ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     shared->budget.store(UINT64_MAX);
     shared->grants_left.store(-1);
     p.send->waker()();
