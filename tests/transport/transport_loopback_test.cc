@@ -436,6 +436,14 @@ class TestGate final : public FlowGate {
     std::shared_ptr<Shared> s_;
 };
 
+// Gives the pair's sender a gate that grants every request; returns the gate's state.
+std::shared_ptr<TestGate::Shared> grantEveryRequest(Pair* p) {
+    auto shared = std::make_shared<TestGate::Shared>();
+    shared->grant_now.store(true);
+    p->send->setGate(std::make_unique<TestGate>(shared));
+    return shared;
+}
+
 // A connected pair over a transport made from `c` whose sender's gate grants every request:
 // what the train tests measure with. *t and *p keep them alive.
 std::shared_ptr<TestGate::Shared> grantedPair(const TransportConfig& c,
@@ -444,10 +452,27 @@ std::shared_ptr<TestGate::Shared> grantedPair(const TransportConfig& c,
     EXPECT_TRUE(made.isOk());
     *t = std::move(made.value());
     EXPECT_TRUE(connectPair(**t, **t, p).isOk());
-    auto shared = std::make_shared<TestGate::Shared>();
-    shared->grant_now.store(true);
-    p->send->setGate(std::make_unique<TestGate>(shared));
-    return shared;
+    return grantEveryRequest(p);
+}
+
+// Sends `src` into `dst` through one stop of the sender's gate: one grant of `budget` bytes,
+// then none for `stop`, then grants without bound again. Both requests complete and the bytes
+// arrive whole. Call under ASSERT_NO_FATAL_FAILURE.
+void sendThroughAStop(Pair& p, TestGate::Shared& shared, const std::vector<uint8_t>& src,
+                      std::vector<uint8_t>& dst, uint64_t budget, std::chrono::milliseconds stop) {
+    size_t n = 0;
+    Request *sr = nullptr, *rr = nullptr;
+    shared.budget.store(budget);
+    shared.grants_left.store(1);
+    ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
+    ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
+    std::this_thread::sleep_for(stop);
+    shared.budget.store(UINT64_MAX);
+    shared.grants_left.store(-1);
+    p.send->waker()();
+    ASSERT_TRUE(waitFor(sr, &n).isOk());
+    ASSERT_TRUE(waitFor(rr, &n).isOk());
+    EXPECT_EQ(src, dst);
 }
 
 TEST(LoopbackGate, StripedDataWaitsForTheGrantAndReleasesOnDrain) {
@@ -588,17 +613,8 @@ TEST(LoopbackGate, ATrainThatSpansTheGatesStopMidMessageIsLimited) {
         EXPECT_EQ(whole_stalled[i], 0) << "train " << i << " of a message granted whole";
     }
     // One grant of a 1 MiB budget, then nothing for 300 ms.
-    shared->budget.store(1 << 20);
-    shared->grants_left.store(1);
-    ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
-    ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    shared->budget.store(UINT64_MAX);
-    shared->grants_left.store(-1);
-    p.send->waker()();
-    ASSERT_TRUE(waitFor(sr, &n).isOk());
-    ASSERT_TRUE(waitFor(rr, &n).isOk());
-    EXPECT_EQ(src, dst);
+    ASSERT_NO_FATAL_FAILURE(
+        sendThroughAStop(p, *shared, src, dst, 1 << 20, std::chrono::milliseconds(300)));
     const auto [all, all_stalled] = trainsAfter(whole.size() + 1);
     ASSERT_GT(all.size(), whole.size()) << "no train for the stopped message";
     bool spanned = false;
@@ -640,9 +656,7 @@ TEST(LoopbackGate, AGateStopCountsOnlyOnceTheKernelHasDeliveredTheWrittenBytes) 
     ASSERT_TRUE(st.isOk() && rt.isOk());
     Pair p;
     ASSERT_TRUE(connectPair(**st, **rt, &p).isOk());
-    auto shared = std::make_shared<TestGate::Shared>();
-    shared->grant_now.store(true);
-    p.send->setGate(std::make_unique<TestGate>(shared));
+    auto shared = grantEveryRequest(&p);
     std::vector<uint8_t> src(8 << 20), dst(8 << 20);
     fillPattern(src, 12);
     size_t n = 0;
@@ -652,17 +666,8 @@ TEST(LoopbackGate, AGateStopCountsOnlyOnceTheKernelHasDeliveredTheWrittenBytes) 
     ASSERT_TRUE(waitFor(sr, &n).isOk());
     ASSERT_TRUE(waitFor(rr, &n).isOk());
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // confirmed: both streams idle
-    shared->budget.store(2 * 768 * 1024);
-    shared->grants_left.store(1);
-    ASSERT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
-    ASSERT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-    shared->budget.store(UINT64_MAX);
-    shared->grants_left.store(-1);
-    p.send->waker()();
-    ASSERT_TRUE(waitFor(sr, &n).isOk());
-    ASSERT_TRUE(waitFor(rr, &n).isOk());
-    EXPECT_EQ(src, dst);
+    ASSERT_NO_FATAL_FAILURE(
+        sendThroughAStop(p, *shared, src, dst, 2 * 768 * 1024, std::chrono::milliseconds(1000)));
     // The message's train is cut when the held piece is read (the receiver's 1 MiB after the
     // 200 ms span): a first part over the hold, a second over the rest of the stop.
     std::vector<std::pair<Nanos, Nanos>> parts;  // dispersion, stalled: parts of 150 ms+
