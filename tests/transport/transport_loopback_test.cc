@@ -445,10 +445,14 @@ std::shared_ptr<TestGate::Shared> grantEveryRequest(Pair* p) {
 }
 
 // A connected pair over a transport made from `c` whose sender's gate grants every request:
-// what the train tests measure with. *t and *p keep them alive.
+// what the train tests measure with. *t and *p keep them alive. The transport's threads run
+// on one CPU: trains need an in-order path (testing::OneCpu).
 std::shared_ptr<TestGate::Shared> grantedPair(const TransportConfig& c,
                                               std::unique_ptr<Transport>* t, Pair* p) {
-    auto made = Transport::create(c);
+    auto made = [&] {
+        testing::OneCpu one_cpu;
+        return Transport::create(c);
+    }();
     EXPECT_TRUE(made.isOk());
     *t = std::move(made.value());
     EXPECT_TRUE(connectPair(**t, **t, p).isOk());
@@ -651,6 +655,7 @@ TEST(LoopbackGate, AGateStopCountsOnlyOnceTheKernelHasDeliveredTheWrittenBytes) 
     auto plan = parseFaultPlan("stall:stream=1,ms=700,after=64K,side=recv");
     ASSERT_TRUE(plan.isOk());
     rc.faults = plan.value();
+    testing::OneCpu one_cpu;  // the trains need an in-order path (testing::OneCpu)
     auto st = Transport::create(sc);
     auto rt = Transport::create(rc);
     ASSERT_TRUE(st.isOk() && rt.isOk());
