@@ -503,8 +503,12 @@ TEST_F(PluginNetTest, ErrorsAreLoggedOncePerFailedCall) {
     EXPECT_EQ(LogCapture::count(NCCL_LOG_WARN), before + 1);
 }
 
-TEST_F(PluginNetTest, AbortOnErrorAbortsAndMirrorsToStderr) {
+// Not a PluginNetTest: the threadsafe death test's child runs the test's fixture again and
+// then aborts, so a fixture's temporary sysfs tree would be left behind in /tmp once per run.
+// init fails on the bad variable before it looks at any interface.
+TEST(PluginNetAbort, AbortOnErrorAbortsAndMirrorsToStderr) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
+    CleanAtlasEnv env;
     EXPECT_DEATH(
         {
             setNcclLogger(nullptr);  // NCCL gave no logger: ATLAS_DEBUG_STDERR mirrors
