@@ -171,6 +171,17 @@ Status setNotsentLowat(int fd, uint32_t bytes) {
     return setInt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, static_cast<int>(bytes), "TCP_NOTSENT_LOWAT");
 }
 
+Status setMaxPacingRate(int fd, uint64_t bytes_per_sec) {
+    // The 32-bit form works on every kernel; ~0U is the kernel's "unlimited".
+    const uint32_t v = bytes_per_sec == 0 || bytes_per_sec >= UINT32_MAX
+                           ? UINT32_MAX
+                           : static_cast<uint32_t>(bytes_per_sec);
+    if (::setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, sizeof(v)) != 0) {
+        return Status::fromErrno("setsockopt(SO_MAX_PACING_RATE)", errno);
+    }
+    return Status::ok();
+}
+
 Nanos tcpInfoRttNs(int fd) {
     TcpStats s;
     return tcpStats(fd, &s) ? s.rtt_ns : 0;
