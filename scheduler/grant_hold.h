@@ -44,7 +44,7 @@
 // transfers puts them on two or three times the streams at once, each at the rate it learned
 // beside four others. Grants' bursts of 1.4-2.5 times the link overflowed that link's
 // buffer (1 BDP, 1.9 MB, less than one 2.5 MiB transfer): 760-2060 segments dropped per
-// iteration under temporal sharing.
+// iteration on it under temporal sharing (eleven runs).
 // Why a gain of 2 and not BBR's 1.25: a stream paced below what it could send learns the
 // cap as its bandwidth, and does not follow the cap when it rises (it probes at 1.25x one
 // round in eight). With 1.25 the streams of a grant sent below the cap, the trains read
@@ -140,7 +140,7 @@ class GrantHold {
     uint64_t budgetBytes(uint64_t link_bps) const;
     // How fast the flow may send while granted, at link_bps (see the header): link_bps x
     // kPaceGain; 0 (no pace) unless granted or without a rate.
-    static constexpr uint64_t kPaceGainNum = 2, kPaceGainDen = 1;  // see the header
+    static constexpr uint64_t kPaceGainNum = 2, kPaceGainDen = 1;  // 2x: see the header
     uint64_t paceBps(uint64_t link_bps) const;
     // The grant was lost (revoked, its session ended): kIdle, nothing to give back.
     void reset();

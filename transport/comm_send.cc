@@ -186,8 +186,16 @@ void CommCore::paceStreams() {
     // at the pace. A stream holds the flow's bytes while pieces are assigned to it that the
     // kernel has not taken yet: this pump assigned the grant's pieces before its first write,
     // so those are the grant's streams. Not until the receiver confirms them: that is a round
-    // trip later, and the streams of the transfer before would share the pace too.
+    // trip later, and the streams of the transfer before would share the pace too. Bound: a
+    // stream whose last piece sits unsent in the kernel (up to TCP_NOTSENT_LOWAT) is not
+    // counted and keeps its earlier share, so the sum can briefly exceed the pace by that.
     const uint64_t pace_bps = gate_ != nullptr ? gate_->paceBps() : 0;
+    if (pace_bps == 0 && gate_ != nullptr && gate_->budgetBytes() != UINT64_MAX) {
+        // Arbitrated but not granted (the budget was spent or the slot ended with pieces
+        // still queued, or the rate is unknown): those pieces were assigned under the last
+        // pace, so the caps stay until the gate opens (unarbitrated: no budget bound).
+        return;
+    }
     size_t holding = 0;
     for (size_t i = 1; i < streams_.size(); ++i) {
         const int index = static_cast<int>(i);
@@ -214,9 +222,9 @@ void CommCore::paceStreams() {
         const Status st = setMaxPacingRate(s->fd.get(), each);
         if (st.isOk()) {
             s->pace_bytes = each;
-        } else if (have == 0) {
-            // Pacing is an optimization: warn once per stream, send unpaced.
-            ATLAS_LOG_WARN(params_.logger, "stream %d: %s; sending unpaced", s->index,
+        } else {
+            // Pacing is an optimization: warn once per stream and leave it as it is.
+            ATLAS_LOG_WARN(params_.logger, "stream %d: %s; its pace stays as it was", s->index,
                            st.toString().c_str());
             s->pace_bytes = kPacingUnavailable;  // tried: not again
         }

@@ -263,7 +263,7 @@ TEST(GrantHold, AGrantIsPacedAtTheLinksRateWithHeadroomAndNothingElseIs) {
     EXPECT_EQ(h.paceBps(0), 0u) << "unknown rate: unpaced, as the first grants are unheld";
     EXPECT_EQ(h.paceBps(UINT64_MAX), UINT64_MAX) << "saturates";
     EXPECT_EQ(h.release(10'000, 1 * kNsPerMs, kMBps), R::kHold);
-    EXPECT_EQ(h.paceBps(kMBps), 0u) << "draining: the engine writes nothing new";
+    EXPECT_EQ(h.paceBps(kMBps), 0u) << "draining: no new pace (the engine keeps its caps)";
     GrantHold open;
     open.open();
     EXPECT_EQ(open.paceBps(kMBps), 0u) << "unarbitrated (fair, fail-open): TCP decides";

@@ -746,12 +746,14 @@ TEST(LoopbackGate, ALongMessageIsCutIntoTrainsOfTheSpan) {
     EXPECT_LE(sum, most);
 }
 
-TEST(LoopbackGate, AGrantsPaceCapsItsStreamsTogetherAndIsLiftedWithoutOne) {
+TEST(LoopbackGate, AGrantsPaceCapsItsStreamsUntilTheGateOpens) {
     // FlowGate::paceBps: the engine splits the pace evenly over the streams that hold the
-    // flow's bytes (SO_MAX_PACING_RATE). At 16 Mbit/s 2 MiB take a second on any number of
+    // flow's pieces (SO_MAX_PACING_RATE). At 8 Mbit/s 2 MiB take two seconds on any number of
     // streams; unpaced, loopback moves them in milliseconds. Loopback's 64 KiB segments make
-    // the kernel's pacing coarse (a stream's first segments leave at once): measured 336 ms,
-    // and 173 / 670 ms at twice / half the pace. A pace of 0 lifts the caps.
+    // the kernel's pacing coarse (a stream's first segments leave at once): measured 670 ms,
+    // and 336 / 173 ms at twice / four times the pace. A pace of 0 from a gate that still
+    // arbitrates (a spent budget, a slot end with pieces queued) keeps the caps: those pieces
+    // were assigned under the pace. They are lifted when the gate opens (unbounded budget).
     auto c = testing::loopbackConfig();
     c.nstreams = 4;
     c.chunk_bytes = 256 * 1024;
@@ -771,15 +773,21 @@ TEST(LoopbackGate, AGrantsPaceCapsItsStreamsTogetherAndIsLiftedWithoutOne) {
         EXPECT_EQ(src, dst);
         return std::chrono::steady_clock::now() - start;
     };
-    shared->pace_bps.store(16'000'000);
+    shared->pace_bps.store(8'000'000);
     const auto paced = timedSend();
     EXPECT_GE(paced, std::chrono::milliseconds(250)) << "the pace did not cap the streams";
+    // Before each of the next two sends: the last paced segment's departure time may lie
+    // ahead (the kernel's earliest departure stamp); it must not be what the send measures.
+    const auto settle = std::chrono::milliseconds(600);
     shared->pace_bps.store(0);
-    // The last paced segment's departure time may lie ahead (the kernel's earliest
-    // departure stamp); let it pass, then the caps must be gone.
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    shared->budget.store(64 << 20);  // arbitrated, no pace published: the caps stay
+    std::this_thread::sleep_for(settle);
+    const auto between = timedSend();
+    EXPECT_GE(between, std::chrono::milliseconds(250)) << "a gate without a pace lifted the caps";
+    shared->budget.store(UINT64_MAX);  // open
+    std::this_thread::sleep_for(settle);
     const auto lifted = timedSend();
-    EXPECT_LT(lifted, paced / 2) << "the caps stayed after the pace ended";
+    EXPECT_LT(lifted, paced / 2) << "the caps stayed after the gate opened";
 }
 
 TEST(LoopbackGate, SlotEndStopsStripingUntilRegranted) {
