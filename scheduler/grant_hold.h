@@ -33,7 +33,7 @@
 // bytes start when its last ones are through, not on top of them.
 //
 // The grant's pace: while granted, the flow's streams together send at most
-//     pace = rate x kPaceGain   (bits/s; none while open, or without a rate)
+//     pace = rate x kPaceGainNum / kPaceGainDen   (bits/s; none unless granted with a rate)
 // (paceBps(); the transport splits it over the streams that hold the grant's bytes). Why: a
 // grant is exclusive, so nothing is gained by sending faster than the link, and each
 // stream's own congestion control does not know that. A data stream's BBR learns its
@@ -139,7 +139,7 @@ class GrantHold {
     // a slot end; UINT64_MAX when open; 0 unless granted.
     uint64_t budgetBytes(uint64_t link_bps) const;
     // How fast the flow may send while granted, at link_bps (see the header): link_bps x
-    // kPaceGain; 0 (no pace) unless granted or without a rate.
+    // kPaceGainNum / kPaceGainDen; 0 (no pace) unless granted with a rate.
     static constexpr uint64_t kPaceGainNum = 2, kPaceGainDen = 1;  // 2x: see the header
     uint64_t paceBps(uint64_t link_bps) const;
     // The grant was lost (revoked, its session ended): kIdle, nothing to give back.

@@ -189,19 +189,23 @@ void CommCore::paceStreams() {
     // trip later, and the streams of the transfer before would share the pace too. Bound: a
     // stream whose last piece sits unsent in the kernel (up to TCP_NOTSENT_LOWAT) is not
     // counted and keeps its earlier share, so the sum can briefly exceed the pace by that.
-    const uint64_t pace_bps = gate_ != nullptr ? gate_->paceBps() : 0;
-    if (pace_bps == 0 && gate_ != nullptr && gate_->budgetBytes() != UINT64_MAX) {
+    if (gate_ == nullptr) {
+        return;  // not arbitrated: never paced
+    }
+    const uint64_t pace_bps = gate_->paceBps();
+    if (pace_bps == 0 && gate_->budgetBytes() != UINT64_MAX) {
         // Arbitrated but not granted (the budget was spent or the slot ended with pieces
         // still queued, or the rate is unknown): those pieces were assigned under the last
         // pace, so the caps stay until the gate opens (unarbitrated: no budget bound).
         return;
     }
+    auto holdingPieces = [this](size_t i) -> Stream* {
+        Stream* s = live(static_cast<int>(i));
+        return s != nullptr && ledger_->queuedBytes(s->index) > 0 ? s : nullptr;
+    };
     size_t holding = 0;
     for (size_t i = 1; i < streams_.size(); ++i) {
-        const int index = static_cast<int>(i);
-        if (live(index) != nullptr && ledger_->queuedBytes(index) > 0) {
-            ++holding;
-        }
+        holding += holdingPieces(i) != nullptr ? 1 : 0;
     }
     // A floor, so that a collapsed estimate cannot stall a stream outright.
     constexpr uint64_t kMinStreamPace = 128 * 1024;  // bytes/s
@@ -209,8 +213,8 @@ void CommCore::paceStreams() {
     const uint64_t each =
         pace_bps == 0 || holding == 0 ? 0 : std::max(pace_bps / 8 / holding, kMinStreamPace);
     for (size_t i = 1; i < streams_.size(); ++i) {
-        Stream* s = live(static_cast<int>(i));
-        if (s == nullptr || ledger_->queuedBytes(s->index) == 0) {
+        Stream* s = holdingPieces(i);
+        if (s == nullptr) {
             continue;  // paced when it next gets bytes
         }
         // Within an eighth counts as unchanged: no syscall per piece for a steady grant.

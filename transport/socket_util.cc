@@ -172,14 +172,12 @@ Status setNotsentLowat(int fd, uint32_t bytes) {
 }
 
 Status setMaxPacingRate(int fd, uint64_t bytes_per_sec) {
-    // The 32-bit form works on every kernel; ~0U is the kernel's "unlimited".
+    // The 32-bit form works on every kernel, which reads it unsigned; ~0U is its "unlimited"
+    // (as an int, the same bits).
     const uint32_t v = bytes_per_sec == 0 || bytes_per_sec >= UINT32_MAX
                            ? UINT32_MAX
                            : static_cast<uint32_t>(bytes_per_sec);
-    if (::setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, sizeof(v)) != 0) {
-        return Status::fromErrno("setsockopt(SO_MAX_PACING_RATE)", errno);
-    }
-    return Status::ok();
+    return setInt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, static_cast<int>(v), "SO_MAX_PACING_RATE");
 }
 
 Nanos tcpInfoRttNs(int fd) {

@@ -657,7 +657,7 @@ TEST(LoopbackGate, AGateStopCountsOnlyOnceTheKernelHasDeliveredTheWrittenBytes) 
     auto plan = parseFaultPlan("stall:stream=1,ms=700,after=64K,side=recv");
     ASSERT_TRUE(plan.isOk());
     rc.faults = plan.value();
-    testing::OneCpu one_cpu;  // the trains need an in-order path (testing::OneCpu)
+    testing::OneCpu one_cpu;  // the trains need an in-order path (loopback_util.h)
     auto st = Transport::create(sc);
     auto rt = Transport::create(rc);
     ASSERT_TRUE(st.isOk() && rt.isOk());
