@@ -111,14 +111,6 @@ bool GrantHold::finishDrain(Nanos now_ns) {
     return true;
 }
 
-uint64_t GrantHold::paceBps(uint64_t link_bps) const {
-    if (phase_ != Phase::kGranted || link_bps == 0) {
-        return 0;
-    }
-    return link_bps > UINT64_MAX / kPaceGainNum ? UINT64_MAX
-                                                : link_bps * kPaceGainNum / kPaceGainDen;
-}
-
 uint64_t GrantHold::budgetBytes(uint64_t link_bps) const {
     if (phase_ == Phase::kOpen) {
         return UINT64_MAX;

@@ -32,26 +32,15 @@
 // grant goes back at dueNs() and the link is asked for again (kAfterDrain), so its next
 // bytes start when its last ones are through, not on top of them.
 //
-// The grant's pace: while granted, the flow's streams together send at most
-//     pace = rate x kPaceGainNum / kPaceGainDen   (bits/s; none unless granted with a rate)
-// (paceBps(); the transport splits it over the streams that hold the grant's bytes). Why: a
-// grant is exclusive, so nothing is gained by sending faster than the link, and each
-// stream's own congestion control does not know that. A data stream's BBR learns its
-// bandwidth from the pieces it carried, and short app-limited pieces keep some streams in
-// STARTUP for good (full-bandwidth detection skips app-limited rounds), pacing at 2.89x
-// their estimate: traced on the 0.5 Gbit/s link of `bench-sharing --workload chain3`, one
-// such stream paced 0.83 Gbit/s beside four at 0.1. And a grant that carries two or three
-// transfers puts them on two or three times the streams at once, each at the rate it learned
-// beside four others. Grants' bursts of 1.4-2.5 times the link overflowed that link's
-// buffer (1 BDP, 1.9 MB, less than one 2.5 MiB transfer): 760-2060 segments dropped per
-// iteration on it under temporal sharing (eleven runs).
-// Why a gain of 2 and not BBR's 1.25: a stream paced below what it could send learns the
-// cap as its bandwidth, and does not follow the cap when it rises (it probes at 1.25x one
-// round in eight). With 1.25 the streams of a grant sent below the cap, the trains read
-// less than the estimate, the estimate fell and the cap with it: on the default workload
-// the backward link's estimate sank to 0.39 Gbit/s and iterations took 1100 ms against
-// 615. With 2 the streams' sum stays above the link, so trains read the link, not the
-// cap, while the worst bursts are cut; a grant can still queue half its bytes.
+// No pace: a grant does not cap its streams' sending rate (SO_MAX_PACING_RATE), though a
+// grant that bursts above the link overruns a shallow buffer (chain3's slow link). Built
+// and measured, then removed (docs/arbitration.md "A grant's pace"): a BBR stream that
+// carries bursts shorter than a round trip learns at most burst / RTT as its bandwidth and
+// fills the link only because it never leaves STARTUP (gain 2.89; the exit test skips
+// app-limited rounds). A cap that binds once makes its rounds pace-limited, so the stream
+// leaves STARTUP for good and its transfers cross at half the link from then on: with four
+// pipelines of five streams each, iterations took 943-1002 ms against 623 (medians of three).
+//
 // The rate is an argument of release(), not configuration: it moves (the plugin measures it,
 // plugin/wan/link_rate.h). The hand-off lead is configuration (the constructor's).
 //
@@ -138,10 +127,6 @@ class GrantHold {
     // releases of the grant reported, and at least 1. The allowance alone without a rate or
     // a slot end; UINT64_MAX when open; 0 unless granted.
     uint64_t budgetBytes(uint64_t link_bps) const;
-    // How fast the flow may send while granted, at link_bps (see the header): link_bps x
-    // kPaceGainNum / kPaceGainDen; 0 (no pace) unless granted with a rate.
-    static constexpr uint64_t kPaceGainNum = 2, kPaceGainDen = 1;  // 2x: see the header
-    uint64_t paceBps(uint64_t link_bps) const;
     // The grant was lost (revoked, its session ended): kIdle, nothing to give back.
     void reset();
     void open();

@@ -194,7 +194,6 @@ class CommCore final {
         uint64_t frames_confirmed = 0;       // recv: the count last sent in a confirmation
         // Writing.
         uint32_t op_frames = 0;   // send: ledger frames in the send in flight
-        uint64_t pace_bytes = 0;  // send: the SO_MAX_PACING_RATE set on fd, bytes/s (0: none)
         bool op_control = false;  // recv: a confirmation is in flight here
         uint8_t flip_byte = 0;    // fault seam: the flipped byte's private copy
         uint8_t flip_header[wire::kFrameHeaderBytes]{};
@@ -298,9 +297,6 @@ class CommCore final {
     // A gate's stop mid-message starts for the receiver's train once the kernel has
     // delivered what the engine wrote (GateStalls): looks, and looks again later.
     void probeGateStop(Nanos now);
-    // Splits the gate's pace (FlowGate::paceBps) evenly over the data streams that hold the
-    // flow's bytes, before new bytes are written to them.
-    void paceStreams();
     bool admitted();  // engine: may striping continue now? (asks the gate)
     void sampleStats(CommStatsSink& sink, Nanos now_ns);  // engine (comm_stats.cc)
     // recv side (comm_recv.cc)

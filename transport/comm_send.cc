@@ -149,7 +149,6 @@ void CommCore::pump() {
         }
     }
     bool written = true;  // every striped piece is in the kernel
-    bool paced = false;
     const Nanos now = params_.clock->nowNs();
     for (auto& s : streams_) {
         if (s == nullptr) {
@@ -157,10 +156,6 @@ void CommCore::pump() {
         }
         if (!s->send_op.in_flight && ledger_->unsent(s->index) > 0 &&
             (faults_ == nullptr || faults_->stalledUntil(s->index, now) == 0)) {
-            if (!paced && s->index > 0) {
-                paceStreams();  // once per pump, with every piece of this pass assigned
-                paced = true;
-            }
             startSend(*s);
         }
         written = written && (s->index == 0 || ledger_->unsent(s->index) == 0);
@@ -178,60 +173,6 @@ void CommCore::pump() {
         // Every piece is in the kernel: the flow's queue drained, give the link back.
         gate_->release(granted_bytes_, now);
         granted_ = false;
-    }
-}
-
-void CommCore::paceStreams() {
-    // Even split: the striper gives a grant's streams equal pieces, so they finish together
-    // at the pace. A stream holds the flow's bytes while pieces are assigned to it that the
-    // kernel has not taken yet: this pump assigned the grant's pieces before its first write,
-    // so those are the grant's streams. Not until the receiver confirms them: that is a round
-    // trip later, and the streams of the transfer before would share the pace too. Bound: a
-    // stream whose last piece sits unsent in the kernel (up to TCP_NOTSENT_LOWAT) is not
-    // counted and keeps its earlier share, so the sum can briefly exceed the pace by that.
-    if (gate_ == nullptr) {
-        return;  // not arbitrated: never paced
-    }
-    const uint64_t pace_bps = gate_->paceBps();
-    if (pace_bps == 0 && gate_->budgetBytes() != UINT64_MAX) {
-        // Arbitrated but not granted (the budget was spent or the slot ended with pieces
-        // still queued, or the rate is unknown): those pieces were assigned under the last
-        // pace, so the caps stay until the gate opens (unarbitrated: no budget bound).
-        return;
-    }
-    auto holdingPieces = [this](size_t i) -> Stream* {
-        Stream* s = live(static_cast<int>(i));
-        return s != nullptr && ledger_->queuedBytes(s->index) > 0 ? s : nullptr;
-    };
-    size_t holding = 0;
-    for (size_t i = 1; i < streams_.size(); ++i) {
-        holding += holdingPieces(i) != nullptr ? 1 : 0;
-    }
-    // A floor, so that a collapsed estimate cannot stall a stream outright.
-    constexpr uint64_t kMinStreamPace = 128 * 1024;  // bytes/s
-    constexpr uint64_t kPacingUnavailable = UINT64_MAX;
-    const uint64_t each =
-        pace_bps == 0 || holding == 0 ? 0 : std::max(pace_bps / 8 / holding, kMinStreamPace);
-    for (size_t i = 1; i < streams_.size(); ++i) {
-        Stream* s = holdingPieces(i);
-        if (s == nullptr) {
-            continue;  // paced when it next gets bytes
-        }
-        // Within an eighth counts as unchanged: no syscall per piece for a steady grant.
-        const uint64_t have = s->pace_bytes;
-        if (have == kPacingUnavailable || each == have ||
-            (each != 0 && have != 0 && each + each / 8 >= have && have + have / 8 >= each)) {
-            continue;
-        }
-        const Status st = setMaxPacingRate(s->fd.get(), each);
-        if (st.isOk()) {
-            s->pace_bytes = each;
-        } else {
-            // Pacing is an optimization: warn once per stream and leave it as it is.
-            ATLAS_LOG_WARN(params_.logger, "stream %d: %s; its pace stays as it was", s->index,
-                           st.toString().c_str());
-            s->pace_bytes = kPacingUnavailable;  // tried: not again
-        }
     }
 }
 

@@ -171,15 +171,6 @@ Status setNotsentLowat(int fd, uint32_t bytes) {
     return setInt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, static_cast<int>(bytes), "TCP_NOTSENT_LOWAT");
 }
 
-Status setMaxPacingRate(int fd, uint64_t bytes_per_sec) {
-    // The 32-bit form works on every kernel, which reads it unsigned; ~0U is its "unlimited"
-    // (as an int, the same bits).
-    const uint32_t v = bytes_per_sec == 0 || bytes_per_sec >= UINT32_MAX
-                           ? UINT32_MAX
-                           : static_cast<uint32_t>(bytes_per_sec);
-    return setInt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, static_cast<int>(v), "SO_MAX_PACING_RATE");
-}
-
 Nanos tcpInfoRttNs(int fd) {
     TcpStats s;
     return tcpStats(fd, &s) ? s.rtt_ns : 0;

@@ -63,9 +63,6 @@ Status applyStreamOptions(int fd, const SocketOptions& opts);
 // Back-pressure: keep at most `bytes` of not-yet-sent data in the kernel, so per-stream queues
 // stay in user space where the striper can see them.
 Status setNotsentLowat(int fd, uint32_t bytes);
-// Caps how fast the kernel sends on the socket (SO_MAX_PACING_RATE, bytes/s; TCP paces
-// internally once it is set). 0, or a rate beyond the option's 32 bits: no cap.
-Status setMaxPacingRate(int fd, uint64_t bytes_per_sec);
 // The kernel's smoothed RTT estimate for a connected TCP socket (TCP_INFO), 0 if unknown.
 Nanos tcpInfoRttNs(int fd);
 // Bytes sent/unacked/retransmitted for diagnostics. Returns false if unavailable.

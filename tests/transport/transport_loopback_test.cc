@@ -398,7 +398,6 @@ class TestGate final : public FlowGate {
         std::atomic<uint64_t> released_bytes{0};
         std::atomic<Nanos> slot_end{std::numeric_limits<Nanos>::max()};
         std::atomic<uint64_t> budget{UINT64_MAX};  // budgetBytes()
-        std::atomic<uint64_t> pace_bps{0};         // paceBps()
         std::atomic<int> grants_left{-1};          // acquires that may grant; -1: no limit
         std::mutex mu;
         // Every message train the receiver reported, {bytes, ns}, in order, and how long the
@@ -422,7 +421,6 @@ class TestGate final : public FlowGate {
         return true;
     }
     uint64_t budgetBytes() const override { return s_->budget.load(); }
-    uint64_t paceBps() const override { return s_->pace_bps.load(); }
     bool holds(Nanos now) const override { return now < s_->slot_end.load(); }
     void release(uint64_t bytes, Nanos) override {
         s_->releases.fetch_add(1);
@@ -657,7 +655,7 @@ TEST(LoopbackGate, AGateStopCountsOnlyOnceTheKernelHasDeliveredTheWrittenBytes) 
     auto plan = parseFaultPlan("stall:stream=1,ms=700,after=64K,side=recv");
     ASSERT_TRUE(plan.isOk());
     rc.faults = plan.value();
-    testing::OneCpu one_cpu;  // the trains need an in-order path (loopback_util.h)
+    testing::OneCpu one_cpu;  // the trains need an in-order path (testing::OneCpu)
     auto st = Transport::create(sc);
     auto rt = Transport::create(rc);
     ASSERT_TRUE(st.isOk() && rt.isOk());
@@ -744,50 +742,6 @@ TEST(LoopbackGate, ALongMessageIsCutIntoTrainsOfTheSpan) {
     }
     // The parts are disjoint stretches of the one message: together at most its bytes.
     EXPECT_LE(sum, most);
-}
-
-TEST(LoopbackGate, AGrantsPaceCapsItsStreamsUntilTheGateOpens) {
-    // FlowGate::paceBps: the engine splits the pace evenly over the streams that hold the
-    // flow's pieces (SO_MAX_PACING_RATE). At 8 Mbit/s 2 MiB take two seconds on any number of
-    // streams; unpaced, loopback moves them in milliseconds. Loopback's 64 KiB segments make
-    // the kernel's pacing coarse (a stream's first segments leave at once): measured 670 ms,
-    // and 336 / 173 ms at twice / four times the pace. A pace of 0 from a gate that still
-    // arbitrates (a spent budget, a slot end with pieces queued) keeps the caps: those pieces
-    // were assigned under the pace. They are lifted when the gate opens (unbounded budget).
-    auto c = testing::loopbackConfig();
-    c.nstreams = 4;
-    c.chunk_bytes = 256 * 1024;
-    std::unique_ptr<Transport> t;
-    Pair p;
-    auto shared = grantedPair(c, &t, &p);
-    std::vector<uint8_t> src(2 << 20), dst(2 << 20);
-    fillPattern(src, 13);
-    auto timedSend = [&] {
-        size_t n = 0;
-        Request *sr = nullptr, *rr = nullptr;
-        const auto start = std::chrono::steady_clock::now();
-        EXPECT_TRUE(p.recv->irecv(dst.data(), dst.size(), &rr).isOk());
-        EXPECT_TRUE(p.send->isend(src.data(), src.size(), &sr).isOk());
-        EXPECT_TRUE(waitFor(sr, &n).isOk());
-        EXPECT_TRUE(waitFor(rr, &n).isOk());
-        EXPECT_EQ(src, dst);
-        return std::chrono::steady_clock::now() - start;
-    };
-    shared->pace_bps.store(8'000'000);
-    const auto paced = timedSend();
-    EXPECT_GE(paced, std::chrono::milliseconds(250)) << "the pace did not cap the streams";
-    // Before each of the next two sends: the last paced segment's departure time may lie
-    // ahead (the kernel's earliest departure stamp); it must not be what the send measures.
-    const auto settle = std::chrono::milliseconds(600);
-    shared->pace_bps.store(0);
-    shared->budget.store(64 << 20);  // arbitrated, no pace published: the caps stay
-    std::this_thread::sleep_for(settle);
-    const auto between = timedSend();
-    EXPECT_GE(between, std::chrono::milliseconds(250)) << "a gate without a pace lifted the caps";
-    shared->budget.store(UINT64_MAX);  // open
-    std::this_thread::sleep_for(settle);
-    const auto lifted = timedSend();
-    EXPECT_LT(lifted, paced / 2) << "the caps stayed after the gate opened";
 }
 
 TEST(LoopbackGate, SlotEndStopsStripingUntilRegranted) {
