@@ -1,5 +1,6 @@
 #include "plugin/params.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -35,6 +36,13 @@ Status loadKeyFile(const std::string& path, std::string* key) {
     }
     *key = std::move(contents);
     return Status::ok();
+}
+
+// A kernel congestion control name (TCP_CA_NAME_MAX is 16 with the NUL) or "system".
+bool validCongestionControl(const std::string& name) {
+    return !name.empty() && name.size() < 16 && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
 }
 
 }  // namespace
@@ -77,6 +85,11 @@ ParamsParse parseParams(const EnvLookup& env) {
         }
     } else {
         p.resolved_auth_key = p.auth_key;
+    }
+    if (!validCongestionControl(p.tcp_cc)) {
+        result.errors.push_back("ATLAS_TCP_CC=" + options::quote(p.tcp_cc) +
+                                " is invalid: expected a congestion control name (1-15 of "
+                                "a-z, 0-9, _; e.g. bbr, cubic, reno) or system");
     }
     if (p.nstreams > p.max_streams) {
         result.errors.push_back("ATLAS_NSTREAMS=" + std::to_string(p.nstreams) +
@@ -124,6 +137,7 @@ transport::TransportConfig makeTransportConfig(const Params& p, int device_speed
     c.chunk_bytes = static_cast<size_t>(p.chunk_bytes);
     c.inline_bytes = static_cast<size_t>(p.inline_bytes);
     c.stripe = p.stripe;
+    c.congestion_control = p.tcp_cc == "system" ? std::string() : p.tcp_cc;
     c.timeout_ms = static_cast<int>(p.timeout_ms);
     c.auth_key = p.resolved_auth_key;
     c.resend_bytes = p.resend_bytes;

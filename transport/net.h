@@ -68,6 +68,11 @@ struct TransportConfig {
     // Seal every frame (AES-256-GCM, transport/seal.h); needs auth_key; both sides must agree.
     bool encrypt = false;
     uint64_t link_bps = 10'000'000'000ull;  // assumed path rate for the automatic stream rule
+    // TCP congestion control of every stream (TCP_CONGESTION, ATLAS_TCP_CC); empty = the
+    // kernel's default. Transport::create tries it once: a kernel that refuses it (module
+    // missing, not in tcp_allowed_congestion_control without CAP_NET_ADMIN) gets a warning
+    // and the default, never a failed connection.
+    std::string congestion_control;
     // The measured rate of the path a comm is about to be planned for (the automatic stream
     // rule's B, transport/stream_plan.h), in bit/s; 0 = not known. Called once per connect,
     // on the connecting thread, with the comm's local and peer address and handshake RTT (the

@@ -19,10 +19,6 @@ namespace {
 constexpr Nanos kInboundDeadline = 10 * kNsPerSec;
 constexpr size_t kMaxInbound = 1024;
 
-SocketOptions socketOptions(const TransportConfig& cfg) {
-    return SocketOptions{cfg.sockbuf_bytes, cfg.timeout_ms};
-}
-
 std::string statusName(wire::RejoinStatus s) {
     switch (s) {
         case wire::RejoinStatus::kOk:

@@ -111,10 +111,6 @@ bool retriableConnectError(int err) {
            err == ECONNRESET || err == EAGAIN;
 }
 
-SocketOptions socketOptions(const TransportConfig& cfg) {
-    return SocketOptions{cfg.sockbuf_bytes, cfg.timeout_ms};
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- Connector
@@ -637,7 +633,7 @@ Status ListenComm::Impl::accept(std::unique_ptr<RecvComm>* out) {
             return Status::fromErrno("accept on " + addr_.toString(), errno);
         }
         Fd owned(fd);
-        Status st = applyStreamOptions(fd, SocketOptions{cfg.sockbuf_bytes, cfg.timeout_ms});
+        Status st = applyStreamOptions(fd, socketOptions(cfg));
         if (!st.isOk()) {
             warnDrop(fd, st.message());
             continue;

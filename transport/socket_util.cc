@@ -134,7 +134,33 @@ Status applyStreamOptions(int fd, const SocketOptions& opts) {
         ATLAS_RETURN_IF_ERROR(
             setBuffer(fd, SO_RCVBUF, SO_RCVBUFFORCE, opts.sockbuf_bytes, "SO_RCVBUF"));
     }
+    if (!opts.congestion_control.empty()) {
+        // Not an error: Transport::create tried this name once and warned if the kernel
+        // refused it; a stream the kernel refuses it later keeps the default.
+        (void)setCongestionControl(fd, opts.congestion_control);
+    }
     return Status::ok();
+}
+
+SocketOptions socketOptions(const TransportConfig& cfg) {
+    return SocketOptions{cfg.sockbuf_bytes, cfg.timeout_ms, cfg.congestion_control};
+}
+
+Status setCongestionControl(int fd, const std::string& name) {
+    if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                     static_cast<socklen_t>(name.size())) != 0) {
+        return Status::fromErrno("setsockopt(TCP_CONGESTION, " + name + ")", errno);
+    }
+    return Status::ok();
+}
+
+std::string congestionControl(int fd) {
+    char name[32] = {};  // TCP_CA_NAME_MAX is 16
+    socklen_t len = sizeof(name) - 1;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) {
+        return {};
+    }
+    return std::string(name, ::strnlen(name, len));
 }
 
 int pollConnected(int fd) {

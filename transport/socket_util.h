@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "atlas/common/clock.h"
@@ -47,9 +48,12 @@ class Fd {
 
 // Per-socket settings derived from TransportConfig.
 struct SocketOptions {
-    size_t sockbuf_bytes = 0;  // 0: leave autotuning on
-    int timeout_ms = 30000;    // keepalive + TCP_USER_TIMEOUT bound
+    size_t sockbuf_bytes = 0;        // 0: leave autotuning on
+    int timeout_ms = 30000;          // keepalive + TCP_USER_TIMEOUT bound
+    std::string congestion_control;  // TCP_CONGESTION; empty: the kernel's default
 };
+// The options every stream of a transport with this configuration gets.
+SocketOptions socketOptions(const TransportConfig& cfg);
 
 // A non-blocking, close-on-exec TCP socket of the given family.
 Result<Fd> makeTcpSocket(int family);
@@ -63,6 +67,10 @@ Status applyStreamOptions(int fd, const SocketOptions& opts);
 // Back-pressure: keep at most `bytes` of not-yet-sent data in the kernel, so per-stream queues
 // stay in user space where the striper can see them.
 Status setNotsentLowat(int fd, uint32_t bytes);
+// TCP_CONGESTION: sets the socket's congestion control by name, or reads it (empty when the
+// kernel does not say).
+Status setCongestionControl(int fd, const std::string& name);
+std::string congestionControl(int fd);
 // The kernel's smoothed RTT estimate for a connected TCP socket (TCP_INFO), 0 if unknown.
 Nanos tcpInfoRttNs(int fd);
 // Bytes sent/unacked/retransmitted for diagnostics. Returns false if unavailable.

@@ -27,6 +27,36 @@ Connector* scratchGet(const uint8_t* handle) {
 void scratchSet(uint8_t* handle, Connector* c) {
     handleScratchSet(handle, kScratchMagic, c);
 }
+
+// The congestion control the streams will ask for: config's, when the kernel takes it on a
+// fresh socket, else empty (the kernel's default) after one warning. Tried once here so
+// that a refusal is reported once per process, not per stream, and no stream fails for it.
+std::string usableCongestionControl(const TransportConfig& config) {
+    const std::string& want = config.congestion_control;
+    if (want.empty()) {
+        return {};
+    }
+    auto fd = makeTcpSocket(AF_INET);
+    if (!fd.isOk()) {
+        fd = makeTcpSocket(AF_INET6);
+    }
+    if (!fd.isOk()) {
+        return want;  // no socket to try it on: every stream tries, and keeps the default
+    }
+    const std::string system = congestionControl(fd->get());
+    const Status st = setCongestionControl(fd->get(), want);
+    if (!st.isOk()) {
+        ATLAS_LOG_WARN(config.logger,
+                       "TCP congestion control '%s' (ATLAS_TCP_CC) refused by the kernel: %s; "
+                       "streams use the kernel's default '%s' (see net.ipv4.tcp_allowed_"
+                       "congestion_control, or ATLAS_TCP_CC=system)",
+                       want.c_str(), st.toString().c_str(), system.c_str());
+        return {};
+    }
+    ATLAS_LOG_INFO(config.logger, "streams use TCP congestion control %s (kernel default %s)",
+                   want.c_str(), system.c_str());
+    return want;
+}
 }  // namespace
 
 void* handleScratchGet(const uint8_t handle[kHandleSize], uint32_t magic) {
@@ -68,7 +98,9 @@ Result<std::unique_ptr<Transport>> Transport::create(const TransportConfig& conf
                       "encryption (ATLAS_ENCRYPT=1) needs a shared key: set ATLAS_AUTH_KEY or "
                       "ATLAS_AUTH_KEY_FILE on both sides");
     }
-    std::unique_ptr<Transport> t(new Transport(config));
+    TransportConfig cfg = config;
+    cfg.congestion_control = usableCongestionControl(config);
+    std::unique_ptr<Transport> t(new Transport(cfg));
     IoBackend want = config.io;
     if (want != IoBackend::kEpoll) {
         Status probe = probeUring();
@@ -93,7 +125,7 @@ Result<std::unique_ptr<Transport>> Transport::create(const TransportConfig& conf
         t->impl_->engines.push_back(std::move(e.value()));
     }
     t->backend_ = t->impl_->engines.front()->backend();
-    auto rejoiner = Rejoiner::start(config);
+    auto rejoiner = Rejoiner::start(cfg);
     if (!rejoiner.isOk()) {
         return rejoiner.status();
     }
@@ -158,7 +190,7 @@ Result<std::unique_ptr<ListenComm>> Transport::listen(const SocketAddress& local
     // Buffer sizes must be set before listen() so accepted sockets negotiate window scaling
     // for them.
     ATLAS_RETURN_IF_ERROR(
-        applyStreamOptions(fd->get(), SocketOptions{config_.sockbuf_bytes, config_.timeout_ms}));
+        applyStreamOptions(fd->get(), socketOptions(config_)));
     SocketAddress bind_addr = local;
     if (bind_addr.family() == AF_INET) {
         reinterpret_cast<sockaddr_in*>(&bind_addr.storage)->sin_port = 0;

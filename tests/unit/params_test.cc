@@ -241,6 +241,25 @@ TEST(ParamsTest, NstreamsMayNotExceedMaxStreams) {
     EXPECT_TRUE(parseWith({{"ATLAS_NSTREAMS", "8"}, {"ATLAS_MAX_STREAMS", "8"}}).errors.empty());
 }
 
+TEST(ParamsTest, CongestionControlIsANameOrSystem) {
+    // Default: every stream asks for bbr (docs/env.md "ATLAS_TCP_CC" says why).
+    EXPECT_EQ(makeTransportConfig(parseWith({}).params, 0).congestion_control, "bbr");
+    ParamsParse r = parseWith({{"ATLAS_TCP_CC", "cubic"}});
+    ASSERT_TRUE(r.errors.empty());
+    EXPECT_EQ(makeTransportConfig(r.params, 0).congestion_control, "cubic");
+    // system: the transport sets none, so the kernel's default applies.
+    r = parseWith({{"ATLAS_TCP_CC", "system"}});
+    ASSERT_TRUE(r.errors.empty());
+    EXPECT_EQ(makeTransportConfig(r.params, 0).congestion_control, "");
+    for (const char* bad : {"BBR", "bbr;reboot", "a_name_of_16char", "bbr "}) {
+        r = parseWith({{"ATLAS_TCP_CC", bad}});
+        ASSERT_EQ(r.errors.size(), 1u) << bad;
+        EXPECT_NE(r.errors[0].find("ATLAS_TCP_CC"), std::string::npos) << r.errors[0];
+        EXPECT_NE(r.errors[0].find("system"), std::string::npos) << r.errors[0];
+    }
+    EXPECT_TRUE(parseWith({{"ATLAS_TCP_CC", "a_name_of_15chr"}}).errors.empty());
+}
+
 TEST(ParamsTest, FaultPlanIsRefusedOutsideTestModeAndParsedInIt) {
     ParamsParse r = parseWith({{"ATLAS_FAULTS", "reset:stream=1,after=1M"}});
     ASSERT_EQ(r.errors.size(), 1u);
