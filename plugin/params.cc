@@ -138,6 +138,7 @@ transport::TransportConfig makeTransportConfig(const Params& p, int device_speed
     c.inline_bytes = static_cast<size_t>(p.inline_bytes);
     c.stripe = p.stripe;
     c.congestion_control = p.tcp_cc == "system" ? std::string() : p.tcp_cc;
+    c.congestion_control_is_default = p.tcp_cc == Params{}.tcp_cc;
     c.timeout_ms = static_cast<int>(p.timeout_ms);
     c.auth_key = p.resolved_auth_key;
     c.resend_bytes = p.resend_bytes;

@@ -73,6 +73,9 @@ struct TransportConfig {
     // missing, not in tcp_allowed_congestion_control without CAP_NET_ADMIN) gets a warning
     // and the default, never a failed connection.
     std::string congestion_control;
+    // congestion_control is the default, not the user's choice: a refusal is logged at INFO
+    // (a host without bbr is ordinary), not WARN.
+    bool congestion_control_is_default = false;
     // The measured rate of the path a comm is about to be planned for (the automatic stream
     // rule's B, transport/stream_plan.h), in bit/s; 0 = not known. Called once per connect,
     // on the connecting thread, with the comm's local and peer address and handshake RTT (the

@@ -1,9 +1,14 @@
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "transport/auth.h"
 #include "transport/reactor.h"
@@ -29,33 +34,56 @@ void scratchSet(uint8_t* handle, Connector* c) {
 }
 
 // The congestion control the streams will ask for: config's, when the kernel takes it on a
-// fresh socket, else empty (the kernel's default) after one warning. Tried once here so
-// that a refusal is reported once per process, not per stream, and no stream fails for it.
+// fresh socket, else empty (the kernel's default). No stream fails for it. The answer is
+// kept per name for the process's life, so its log line (what is in force; a refusal and
+// its likely cause) comes once per process, not once per Transport: the plugin makes one
+// per init, and NCCL inits once per communicator.
 std::string usableCongestionControl(const TransportConfig& config) {
+    static std::mutex mu;
+    static std::map<std::string, std::string> decided;  // wanted -> used ("" = the default)
     const std::string& want = config.congestion_control;
-    if (want.empty()) {
-        return {};
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = decided.find(want); it != decided.end()) {
+        return it->second;
     }
     auto fd = makeTcpSocket(AF_INET);
     if (!fd.isOk()) {
         fd = makeTcpSocket(AF_INET6);
     }
     if (!fd.isOk()) {
-        return want;  // no socket to try it on: every stream tries, and keeps the default
+        return want;  // nothing to try it on: every stream tries, and keeps the default if not
     }
     const std::string system = congestionControl(fd->get());
-    const Status st = setCongestionControl(fd->get(), want);
-    if (!st.isOk()) {
-        ATLAS_LOG_WARN(config.logger,
-                       "TCP congestion control '%s' (ATLAS_TCP_CC) refused by the kernel: %s; "
-                       "streams use the kernel's default '%s' (see net.ipv4.tcp_allowed_"
-                       "congestion_control, or ATLAS_TCP_CC=system)",
-                       want.c_str(), st.toString().c_str(), system.c_str());
-        return {};
+    std::string& used = decided[want];
+    if (want.empty()) {
+        ATLAS_LOG_INFO(config.logger,
+                       "streams use the kernel's default TCP congestion control %s "
+                       "(ATLAS_TCP_CC=system)",
+                       system.c_str());
+        return used;
+    }
+    if (::setsockopt(fd->get(), IPPROTO_TCP, TCP_CONGESTION, want.data(),
+                     static_cast<socklen_t>(want.size())) != 0) {
+        const int err = errno;
+        const std::string hint =
+            err == ENOENT ? "the kernel has no such module (modprobe tcp_" + want + ")"
+            : err == EPERM
+                ? "not in net.ipv4.tcp_allowed_congestion_control, and the process lacks "
+                  "CAP_NET_ADMIN"
+                : "ATLAS_TCP_CC=system uses the default without asking";
+        // Unasked (the default, bbr): a host without it is ordinary, so INFO. Named: WARN.
+        const LogLevel level =
+            config.congestion_control_is_default ? LogLevel::kInfo : LogLevel::kWarn;
+        config.logger.log(level, __FILE__, __LINE__,
+                          "TCP congestion control '%s' (ATLAS_TCP_CC) refused: %s (%s); streams "
+                          "use the kernel's default %s",
+                          want.c_str(), std::strerror(err), hint.c_str(), system.c_str());
+        return used;
     }
     ATLAS_LOG_INFO(config.logger, "streams use TCP congestion control %s (kernel default %s)",
                    want.c_str(), system.c_str());
-    return want;
+    used = want;
+    return used;
 }
 }  // namespace
 

@@ -97,14 +97,23 @@ TEST(LoopbackCongestionControl, EveryStreamOfBothSidesRunsTheConfiguredOne) {
 
 struct Captured {
     std::mutex mu;
-    std::vector<std::string> warnings;
+    std::vector<std::pair<LogLevel, std::string>> lines;  // those that name ATLAS_TCP_CC
+
+    size_t count(LogLevel level) {
+        std::lock_guard<std::mutex> lock(mu);
+        size_t n = 0;
+        for (const auto& [l, msg] : lines) {
+            n += l == level ? 1 : 0;
+        }
+        return n;
+    }
 };
 
 void capture(void* ctx, LogLevel level, const char*, int, const char* msg) {
     auto* c = static_cast<Captured*>(ctx);
-    if (level == LogLevel::kWarn) {
+    if (std::string(msg).find("ATLAS_TCP_CC") != std::string::npos) {
         std::lock_guard<std::mutex> lock(c->mu);
-        c->warnings.emplace_back(msg);
+        c->lines.emplace_back(level, msg);
     }
 }
 
@@ -129,17 +138,35 @@ TEST(LoopbackCongestionControl, ARefusedNameWarnsOnceAndTheStreamsKeepTheDefault
     ASSERT_TRUE(testing::waitFor(rr, &got).isOk());
     EXPECT_EQ(got, out.size());
     EXPECT_EQ(in, out);
+    ASSERT_EQ(captured.count(LogLevel::kWarn), 1u);
     {
         std::lock_guard<std::mutex> lock(captured.mu);
-        ASSERT_EQ(captured.warnings.size(), 1u);
-        EXPECT_NE(captured.warnings[0].find("'atlas_nosuch' (ATLAS_TCP_CC) refused"),
+        EXPECT_NE(captured.lines[0].second.find("'atlas_nosuch' (ATLAS_TCP_CC) refused"),
                   std::string::npos)
-            << captured.warnings[0];
+            << captured.lines[0].second;
     }
     const std::string def = kernelDefaultCc();
     for (const std::string& cc : connectedSocketsCc()) {
         EXPECT_EQ(cc, def);
     }
+    // Once per process: a second transport with the same name says nothing again (NCCL inits
+    // the plugin once per communicator).
+    auto t2 = Transport::create(cfg);
+    ASSERT_TRUE(t2.isOk());
+    EXPECT_EQ(captured.count(LogLevel::kWarn), 1u);
+}
+
+TEST(LoopbackCongestionControl, TheDefaultsRefusalIsInfoNotAWarning) {
+    // bbr is the default: a host without it is ordinary, and NCCL users read WARN as trouble.
+    Captured captured;
+    TransportConfig cfg = loopbackConfig();
+    cfg.congestion_control = "atlas_nosuch_d";
+    cfg.congestion_control_is_default = true;
+    cfg.logger = Logger(&capture, &captured);
+    auto t = Transport::create(cfg);
+    ASSERT_TRUE(t.isOk()) << t.status().toString();
+    EXPECT_EQ(captured.count(LogLevel::kWarn), 0u);
+    EXPECT_EQ(captured.count(LogLevel::kInfo), 1u);
 }
 
 }  // namespace
