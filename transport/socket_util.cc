@@ -146,12 +146,11 @@ SocketOptions socketOptions(const TransportConfig& cfg) {
     return SocketOptions{cfg.sockbuf_bytes, cfg.timeout_ms, cfg.congestion_control};
 }
 
-Status setCongestionControl(int fd, const std::string& name) {
-    if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
-                     static_cast<socklen_t>(name.size())) != 0) {
-        return Status::fromErrno("setsockopt(TCP_CONGESTION, " + name + ")", errno);
-    }
-    return Status::ok();
+int setCongestionControl(int fd, const std::string& name) {
+    return ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                        static_cast<socklen_t>(name.size())) == 0
+               ? 0
+               : errno;
 }
 
 std::string congestionControl(int fd) {

@@ -67,9 +67,10 @@ Status applyStreamOptions(int fd, const SocketOptions& opts);
 // Back-pressure: keep at most `bytes` of not-yet-sent data in the kernel, so per-stream queues
 // stay in user space where the striper can see them.
 Status setNotsentLowat(int fd, uint32_t bytes);
-// TCP_CONGESTION: sets the socket's congestion control by name, or reads it (empty when the
-// kernel does not say).
-Status setCongestionControl(int fd, const std::string& name);
+// TCP_CONGESTION: sets the socket's congestion control by name (0, or the errno that says why
+// the kernel refused it: ENOENT no such module, EPERM not allowed), or reads it (empty when
+// the kernel does not say).
+int setCongestionControl(int fd, const std::string& name);
 std::string congestionControl(int fd);
 // The kernel's smoothed RTT estimate for a connected TCP socket (TCP_INFO), 0 if unknown.
 Nanos tcpInfoRttNs(int fd);

@@ -1,5 +1,4 @@
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -62,9 +61,7 @@ std::string usableCongestionControl(const TransportConfig& config) {
                        system.c_str());
         return used;
     }
-    if (::setsockopt(fd->get(), IPPROTO_TCP, TCP_CONGESTION, want.data(),
-                     static_cast<socklen_t>(want.size())) != 0) {
-        const int err = errno;
+    if (const int err = setCongestionControl(fd->get(), want); err != 0) {
         const std::string hint =
             err == ENOENT ? "the kernel has no such module (modprobe tcp_" + want + ")"
             : err == EPERM

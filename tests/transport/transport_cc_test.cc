@@ -67,7 +67,7 @@ std::string otherThanDefault() {
     const std::string def = kernelDefaultCc();
     for (const char* cc : {"reno", "cubic", "bbr"}) {
         auto fd = makeTcpSocket(AF_INET);
-        if (fd.isOk() && cc != def && setCongestionControl(fd->get(), cc).isOk()) {
+        if (fd.isOk() && cc != def && setCongestionControl(fd->get(), cc) == 0) {
             return cc;
         }
     }
