@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "atlas/common/status.h"
@@ -47,6 +49,18 @@ void queueMsg(HsConn& c, const Msg& m) {
     uint8_t buf[wire::kHsMaxMessage];
     const size_t n = wire::encode(m, buf);
     c.queue(buf, n);
+}
+
+// Decodes `body` as the handshake message `type` the caller waits for; any other message is
+// a protocol error naming `what`.
+template <typename Msg>
+Status expectMsg(const wire::HsHeader& h, const std::vector<uint8_t>& body, wire::HsType type,
+                 Msg* out, const char* what) {
+    if (h.type != type) {
+        return {Code::kRemote,
+                std::string("unexpected handshake message while waiting for ") + what};
+    }
+    return wire::decode(std::span<const uint8_t>(body), out);
 }
 
 }  // namespace atlas::transport

@@ -301,9 +301,7 @@ bool Rejoiner::serveInbound(Inbound& in, Nanos now) {
     const std::string& key = config_.auth_key;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!in.have_hello) {
-        Status dst = h.type == wire::HsType::kRejoinHello
-                         ? wire::decode(std::span<const uint8_t>(body), &in.hello)
-                         : Status(Code::kRemote, "not a rejoin hello");
+        Status dst = expectMsg(h, body, wire::HsType::kRejoinHello, &in.hello, "RejoinHello");
         if (!dst.isOk()) {
             warnStranger(in.conn.fd(), dst.message());
             return false;
@@ -334,9 +332,7 @@ bool Rejoiner::serveInbound(Inbound& in, Nanos now) {
         return in.conn.hasOutput() || !in.refusing;
     }
     wire::RejoinProof proof;
-    Status dst = h.type == wire::HsType::kRejoinProof
-                     ? wire::decode(std::span<const uint8_t>(body), &proof)
-                     : Status(Code::kRemote, "not a rejoin proof");
+    Status dst = expectMsg(h, body, wire::HsType::kRejoinProof, &proof, "RejoinProof");
     if (!dst.isOk()) {
         warnStranger(in.conn.fd(), dst.message());
         return false;
@@ -418,9 +414,7 @@ bool Rejoiner::serveOutbound(Outbound& out, Nanos now) {
             st = got.status();
         } else if (got.value()) {
             wire::RejoinAck ack;
-            st = h.type == wire::HsType::kRejoinAck
-                     ? wire::decode(std::span<const uint8_t>(body), &ack)
-                     : Status(Code::kRemote, "not a rejoin ack");
+            st = expectMsg(h, body, wire::HsType::kRejoinAck, &ack, "RejoinAck");
             if (st.isOk() && ack.status != 0) {
                 const auto why = static_cast<wire::RejoinStatus>(ack.status);
                 fail(out,
