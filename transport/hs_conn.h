@@ -35,6 +35,12 @@ class HsConn {
     Status fill(bool* eof, size_t limit = 4 * wire::kHsMaxMessage);
     // Pops one complete message if buffered. Returns false (and OK) if incomplete.
     Result<bool> take(wire::HsHeader* header, std::vector<uint8_t>* body);
+    // fill() then take(): a read error, or the message if one is complete now.
+    Result<bool> receive(wire::HsHeader* header, std::vector<uint8_t>* body, bool* eof,
+                         size_t limit = 4 * wire::kHsMaxMessage) {
+        ATLAS_RETURN_IF_ERROR(fill(eof, limit));
+        return take(header, body);
+    }
 
   private:
     Fd fd_;

@@ -39,10 +39,9 @@ bool ListenComm::Impl::servePending(Pending& p, Nanos now) {
     const TransportConfig& cfg = t_.config();
     if (!p.has_data_hello) {
         bool eof = false;
-        Status st = p.conn.fill(&eof);
         wire::HsHeader h;
         std::vector<uint8_t> body;
-        auto got = st.isOk() ? p.conn.take(&h, &body) : Result<bool>(st);
+        auto got = p.conn.receive(&h, &body, &eof);
         if (!got.isOk()) {
             warnDrop(p.conn.fd(), got.status().message());
             return false;

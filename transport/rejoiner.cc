@@ -277,13 +277,11 @@ bool Rejoiner::serveInbound(Inbound& in, Nanos now) {
         return st.isOk() && in.conn.hasOutput() && now < in.deadline;
     }
     bool eof = false;
+    // Never read past the proof: stream bytes follow it.
     const size_t want = in.have_hello ? wire::kRejoinProofBytes : wire::kRejoinHelloBytes;
-    if (st.isOk()) {
-        st = in.conn.fill(&eof, want);  // never read past the proof: stream bytes follow it
-    }
     wire::HsHeader h;
     std::vector<uint8_t> body;
-    auto got = st.isOk() ? in.conn.take(&h, &body) : Result<bool>(st);
+    auto got = st.isOk() ? in.conn.receive(&h, &body, &eof, want) : Result<bool>(st);
     if (!got.isOk()) {
         warnStranger(in.conn.fd(), got.status().message());
         return false;
@@ -406,10 +404,9 @@ bool Rejoiner::serveOutbound(Outbound& out, Nanos now) {
     Status st = out.conn.flush();
     if (st.isOk() && !out.proof_queued) {
         bool eof = false;
-        st = out.conn.fill(&eof, wire::kRejoinAckBytes);
         wire::HsHeader h;
         std::vector<uint8_t> body;
-        auto got = st.isOk() ? out.conn.take(&h, &body) : Result<bool>(st);
+        auto got = out.conn.receive(&h, &body, &eof, wire::kRejoinAckBytes);
         if (!got.isOk()) {
             st = got.status();
         } else if (got.value()) {
