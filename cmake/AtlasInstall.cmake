@@ -1,7 +1,7 @@
 # Install rules, in three components (docs: README.md "Installing"):
 #   plugin     libnccl-net-atlas.so in a library directory the dynamic loader searches, so that
 #              NCCL_NET_PLUGIN=atlas finds it by name (NCCL dlopen()s "libnccl-net-atlas.so")
-#   tools      atlas-netstat, atlas-bubbles, atlas-arbiter, atlas-wanem in bin/
+#   tools      atlas-netstat, atlas-bubbles, atlas-arbiter, atlas-wanem, atlas-tcp-cc in bin/
 #   bubbletea  bubbletea in bin/, the systemd unit template bubbletea@.service (one unit per
 #              GPU) and its shared environment file
 # scripts/package turns each component into a Debian package (cmake/AtlasPackaging.cmake).
@@ -47,7 +47,7 @@ set(ATLAS_PACKAGE_tools atlas-tools)
 set(ATLAS_PACKAGE_bubbletea atlas-bubbletea)
 
 set(ATLAS_INSTALLED_TOOLS "")
-foreach(tool atlas-netstat atlas-bubbles atlas-arbiter atlas-wanem)
+foreach(tool atlas-netstat atlas-bubbles atlas-arbiter atlas-wanem atlas-tcp-cc)
     if(TARGET ${tool})
         list(APPEND ATLAS_INSTALLED_TOOLS ${tool})
     else()
@@ -91,7 +91,7 @@ endif()
 
 # ---- every component: Debian's copyright file and the pages that document it -----------
 set(ATLAS_DOCS_plugin nccl-abi.md env.md)
-set(ATLAS_DOCS_tools netstat.md bubble-channel.md arbitration.md wan.md)
+set(ATLAS_DOCS_tools netstat.md bubble-channel.md arbitration.md wan.md tcp-cc.md)
 set(ATLAS_DOCS_bubbletea bubbletea.md)
 foreach(component plugin tools bubbletea)
     set(_docs ${PROJECT_SOURCE_DIR}/packaging/copyright)

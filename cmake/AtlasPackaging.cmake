@@ -1,7 +1,8 @@
 # Debian packages of the install components (cmake/AtlasInstall.cmake), one per component,
 # built by CPack's DEB generator from a configured and built tree (scripts/package):
 #   libnccl-net-atlas   the plugin in /usr/lib/<multiarch>/ (NCCL_NET_PLUGIN=atlas)
-#   atlas-tools         atlas-netstat, atlas-bubbles, atlas-arbiter, atlas-wanem in /usr/bin
+#   atlas-tools         atlas-netstat, atlas-bubbles, atlas-arbiter, atlas-wanem, atlas-tcp-cc
+#                       in /usr/bin
 #   atlas-bubbletea     bubbletea, bubbletea@.service, /etc/atlas/bubbletea.conf
 # Dependencies come from dpkg-shlibdeps over the packaged ELF files; tests/package checks
 # the result (contents, permissions, control fields, loading the plugin by name).
@@ -62,8 +63,9 @@ set(CPACK_COMPONENT_TOOLS_DESCRIPTION
     "Atlas tools: netstat, bubble viewer, WAN arbiter, WAN emulator
 atlas-netstat shows every Atlas comm on the node with its TCP streams (also as Prometheus
 metrics), atlas-bubbles watches, records and scores the bubble channels, atlas-arbiter
-grants a datacenter's WAN link to flows in time slots, and atlas-wanem emulates a WAN link
-between network namespaces.")
+grants a datacenter's WAN link to flows in time slots, atlas-wanem emulates a WAN link
+between network namespaces, and atlas-tcp-cc registers atlas_rate, the TCP congestion
+control that sends a granted flow at the link's measured rate.")
 
 set(CPACK_DEBIAN_BUBBLETEA_PACKAGE_NAME atlas-bubbletea)
 set(CPACK_DEBIAN_BUBBLETEA_PACKAGE_SECTION net)

@@ -2,6 +2,7 @@
 
 #include "perf/atlas-wanem/stats_reader.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -328,6 +329,41 @@ Result<nlohmann::json> EmulatedLink::stop() {
     }
     pid_ = -1;
     return readStats(last_seq_);
+}
+
+sockaddr_in addrOf(const char* ip, uint16_t port) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    return sa;
+}
+
+int listenIn(const EmulatedLink& link, uint16_t port) {
+    const int fd = tcpSocketIn(link.nsB());
+    if (fd < 0) {
+        return -1;
+    }
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    const sockaddr_in sa = addrOf(EmulatedLink::kAddrB, port);
+    if (bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0 || listen(fd, 256) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int connectFrom(const EmulatedLink& link, uint16_t port) {
+    const int fd = tcpSocketIn(link.nsA());
+    const sockaddr_in sa = addrOf(EmulatedLink::kAddrB, port);
+    if (fd < 0 || connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return -1;
+    }
+    return fd;
 }
 
 }  // namespace atlas::wanem::test

@@ -5,6 +5,7 @@
 // swept at the next start.
 #pragma once
 
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -104,5 +105,12 @@ class EmulatedLink {
     pid_t pid_ = -1;
     uint64_t last_seq_ = 0;
 };
+
+// ip:port as a sockaddr_in.
+sockaddr_in addrOf(const char* ip, uint16_t port);
+// A listening TCP socket on B's address, created inside B; -1 on failure.
+int listenIn(const EmulatedLink& link, uint16_t port);
+// A TCP socket created inside A and connected to B's address; -1 on failure.
+int connectFrom(const EmulatedLink& link, uint16_t port);
 
 }  // namespace atlas::wanem::test

@@ -46,42 +46,6 @@ using Clock = std::chrono::steady_clock;
         }                                    \
     } while (0)
 
-sockaddr_in addrOf(const char* ip, uint16_t port) {
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    inet_pton(AF_INET, ip, &sa.sin_addr);
-    return sa;
-}
-
-// A listening socket on B's address, created inside B.
-int listenIn(const EmulatedLink& link, uint16_t port) {
-    const int fd = tcpSocketIn(link.nsB());
-    if (fd < 0) {
-        return -1;
-    }
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    const sockaddr_in sa = addrOf(EmulatedLink::kAddrB, port);
-    if (bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0 || listen(fd, 256) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-int connectFrom(const EmulatedLink& link, uint16_t port) {
-    const int fd = tcpSocketIn(link.nsA());
-    const sockaddr_in sa = addrOf(EmulatedLink::kAddrB, port);
-    if (fd < 0 || connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
-        if (fd >= 0) {
-            close(fd);
-        }
-        return -1;
-    }
-    return fd;
-}
-
 // RTT samples in ms of ICMP echoes from A to B (B's kernel answers). The send time is read
 // just before sendto() and the receive time is the kernel's receive timestamp
 // (SO_TIMESTAMPNS), so the test thread's own wakeup latency is not part of a sample.
