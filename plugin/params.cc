@@ -39,10 +39,23 @@ Status loadKeyFile(const std::string& path, std::string* key) {
 }
 
 // A kernel congestion control name (TCP_CA_NAME_MAX is 16 with the NUL) or "system".
-bool validCongestionControl(const std::string& name) {
-    return !name.empty() && name.size() < 16 && std::all_of(name.begin(), name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-    });
+// A comma list of names, each 1-15 of a-z, 0-9, _ (what TCP_CONGESTION takes).
+bool validCongestionControl(const std::string& list) {
+    size_t pos = 0;
+    while (true) {
+        const size_t end = std::min(list.find(',', pos), list.size());
+        const std::string_view name(list.data() + pos, end - pos);
+        if (name.empty() || name.size() >= 16 ||
+            !std::all_of(name.begin(), name.end(), [](char c) {
+                return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+            })) {
+            return false;
+        }
+        if (end == list.size()) {
+            return true;
+        }
+        pos = end + 1;
+    }
 }
 
 }  // namespace
@@ -89,7 +102,8 @@ ParamsParse parseParams(const EnvLookup& env) {
     if (!validCongestionControl(p.tcp_cc)) {
         result.errors.push_back("ATLAS_TCP_CC=" + options::quote(p.tcp_cc) +
                                 " is invalid: expected a congestion control name (1-15 of "
-                                "a-z, 0-9, _; e.g. bbr, cubic, reno) or system");
+                                "a-z, 0-9, _; e.g. bbr, cubic, atlas_rate) or a comma list of "
+                                "them, auto or system");
     }
     if (p.nstreams > p.max_streams) {
         result.errors.push_back("ATLAS_NSTREAMS=" + std::to_string(p.nstreams) +
@@ -127,7 +141,8 @@ std::vector<std::string> describeParams(const Params& params, bool include_defau
     return lines;
 }
 
-transport::TransportConfig makeTransportConfig(const Params& p, int device_speed_mbps) {
+transport::TransportConfig makeTransportConfig(const Params& p, int device_speed_mbps,
+                                               bool gates_wan_flows) {
     transport::TransportConfig c;
     c.engine_threads = static_cast<int>(p.engine_threads);
     c.io = p.io;
@@ -137,7 +152,15 @@ transport::TransportConfig makeTransportConfig(const Params& p, int device_speed
     c.chunk_bytes = static_cast<size_t>(p.chunk_bytes);
     c.inline_bytes = static_cast<size_t>(p.inline_bytes);
     c.stripe = p.stripe;
-    c.congestion_control = p.tcp_cc == "system" ? std::string() : p.tcp_cc;
+    // auto: a flow that holds the link in turns sends at the measured rate (atlas_rate, when
+    // registered: docs/tcp-cc.md); else BBR, whose bandwidth probing suits shared links. Not
+    // the default: see docs/env.md "ATLAS_TCP_CC" for where atlas_rate loses.
+    if (p.tcp_cc == "auto") {
+        c.congestion_control =
+            gates_wan_flows ? std::string(transport::kToldRateCongestionControl) + ",bbr" : "bbr";
+    } else {
+        c.congestion_control = p.tcp_cc == "system" ? std::string() : p.tcp_cc;
+    }
     c.congestion_control_is_default = p.tcp_cc == Params{}.tcp_cc;
     c.timeout_ms = static_cast<int>(p.timeout_ms);
     c.auth_key = p.resolved_auth_key;

@@ -125,8 +125,11 @@ ParamsParse parseParams(const EnvLookup& env);
 std::vector<std::string> describeParams(const Params& params, bool include_defaults);
 
 // The transport settings implied by `params`. `device_speed_mbps` (the fastest selected
-// device) is the path rate assumed when ATLAS_LINK_GBPS is 0. The caller sets logger/clock.
-transport::TransportConfig makeTransportConfig(const Params& params, int device_speed_mbps);
+// device) is the path rate assumed when ATLAS_LINK_GBPS is 0. `gates_wan_flows`
+// (wan::WanConfig::gatesWanFlows) picks ATLAS_TCP_CC=auto's congestion control. The caller
+// sets logger/clock.
+transport::TransportConfig makeTransportConfig(const Params& params, int device_speed_mbps,
+                                               bool gates_wan_flows = false);
 
 // Kept for plugin/wan, which parses list items with it: options::parseUnsigned.
 inline std::optional<uint64_t> parseUnsignedText(std::string_view text) {

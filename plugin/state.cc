@@ -201,7 +201,8 @@ Status ensureStateLocked() {
                    std::to_string(d.speed_mbps) + "Mbps";
     }
 
-    transport::TransportConfig config = makeTransportConfig(st->params, max_speed);
+    transport::TransportConfig config =
+        makeTransportConfig(st->params, max_speed, st->wan->config().gatesWanFlows());
     config.logger = makeLibraryLogger();
     config.clock = &st->clock;
     // A comm on a WAN link another comm of this process already measured is planned from

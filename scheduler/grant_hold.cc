@@ -111,6 +111,15 @@ bool GrantHold::finishDrain(Nanos now_ns) {
     return true;
 }
 
+uint64_t GrantHold::paceBps(uint64_t link_bps) const {
+    if (phase_ != Phase::kGranted || link_bps == 0) {
+        return 0;
+    }
+    // In 128 bits: rates near UINT64_MAX must not wrap.
+    const unsigned __int128 pace = static_cast<unsigned __int128>(link_bps) * kPaceGainPct / 100;
+    return pace > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(pace);
+}
+
 uint64_t GrantHold::budgetBytes(uint64_t link_bps) const {
     if (phase_ == Phase::kOpen) {
         return UINT64_MAX;

@@ -32,15 +32,23 @@
 // grant goes back at dueNs() and the link is asked for again (kAfterDrain), so its next
 // bytes start when its last ones are through, not on top of them.
 //
-// No pace: a grant does not cap its streams' sending rate (SO_MAX_PACING_RATE), though a
-// grant that bursts above the link overruns a shallow buffer (chain3's slow link). Built
-// and measured, then removed (docs/arbitration.md "A grant's pace"): a BBR stream that
-// carries bursts shorter than a round trip learns at most burst / RTT as its bandwidth and
-// fills the link only because it never leaves STARTUP (gain 2.89; the exit test skips
-// app-limited rounds). A cap that binds once makes its rounds pace-limited, so the stream
-// leaves STARTUP for good and its transfers cross at half the link from then on: with four
-// pipelines of five streams each, iterations took 943-1002 ms against 623 (medians of three).
-//
+// The grant's pace: while granted, the flow's streams together send at most
+//     pace = rate x kPaceGainPct / 100   (bits/s; none unless granted with a rate)
+// (paceBps(); the transport splits it over the streams in proportion to their unsent bytes,
+// and applies it only to streams that run atlas_rate, the congestion control that sends at
+// the rate it is told: docs/tcp-cc.md). Why, measured (docs/arbitration.md "The told-rate
+// sender"):
+//  - A cap: a grant is exclusive, so nothing is gained by sending faster than the link, and
+//    what is sent above it queues at the bottleneck.
+//  - Twice the rate: a transfer sent at g times the link leaves (g - 1) / g of its bytes
+//    queued when its last byte leaves the sender, and that queue keeps the link busy across
+//    the hand-off to the next holder. At 1.25x the default workload's backward link carried
+//    only 0.50-0.62 of its rate while flows were queued, with the estimate right.
+//  - And a train reads at most the pace, so a low first estimate (the first trains cross
+//    before anything is told) climbs by the gain at each level shift: a gain that fell to
+//    1.1 for large grants left it low and iterations took 1.7-3.1 s.
+//  - The price: a grant leaves half its bytes queued, which overflows a buffer smaller than
+//    that (4 MiB transfers on 0.5 BDP, chain3's multi-transfer grants on its slow link).
 // The rate is an argument of release(), not configuration: it moves (the plugin measures it,
 // plugin/wan/link_rate.h). The hand-off lead is configuration (the constructor's).
 //
@@ -127,6 +135,10 @@ class GrantHold {
     // releases of the grant reported, and at least 1. The allowance alone without a rate or
     // a slot end; UINT64_MAX when open; 0 unless granted.
     uint64_t budgetBytes(uint64_t link_bps) const;
+    // How fast the flow may send while granted, at link_bps (see the header): link_bps x
+    // kPaceGainPct / 100; 0 (no pace) unless granted with a rate.
+    static constexpr uint64_t kPaceGainPct = 200;
+    uint64_t paceBps(uint64_t link_bps) const;
     // The grant was lost (revoked, its session ended): kIdle, nothing to give back.
     void reset();
     void open();

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "transport/engine.h"
+#include "transport/socket_util.h"
 #include "transport/tcp_info.h"
 
 namespace atlas::transport {
@@ -25,6 +26,9 @@ CommCore::CommCore(const CommParams& params, std::vector<Fd> fds, Engine* engine
     }
     const int ndata = static_cast<int>(streams_.size()) - 1;
     if (isSend()) {
+        told_rate_cc_ = ndata > 0 && streams_[1] != nullptr &&
+                        congestionControl(streams_[1]->fd.get()) == kToldRateCongestionControl;
+        unsent_.resize(streams_.size());
         // Two pieces per stream: one being accepted by the kernel, one ready behind it.
         // Sealed pieces pass through a per-stream staging buffer: keep them bounded.
         striper_ = std::make_unique<Striper>(params_.stripe, ndata, params_.chunk_bytes,

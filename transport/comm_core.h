@@ -194,6 +194,7 @@ class CommCore final {
         uint64_t frames_confirmed = 0;       // recv: the count last sent in a confirmation
         // Writing.
         uint32_t op_frames = 0;   // send: ledger frames in the send in flight
+        uint64_t pace_bytes = 0;  // send: the SO_MAX_PACING_RATE set on fd, bytes/s (0: none)
         bool op_control = false;  // recv: a confirmation is in flight here
         uint8_t flip_byte = 0;    // fault seam: the flipped byte's private copy
         uint8_t flip_header[wire::kFrameHeaderBytes]{};
@@ -297,6 +298,9 @@ class CommCore final {
     // A gate's stop mid-message starts for the receiver's train once the kernel has
     // delivered what the engine wrote (GateStalls): looks, and looks again later.
     void probeGateStop(Nanos now);
+    // Splits the gate's pace (FlowGate::paceBps) over the data streams that hold the flow's
+    // bytes, in proportion to them, before new bytes are written (told-rate streams only).
+    void paceStreams();
     bool admitted();  // engine: may striping continue now? (asks the gate)
     void sampleStats(CommStatsSink& sink, Nanos now_ns);  // engine (comm_stats.cc)
     // recv side (comm_recv.cc)
@@ -316,7 +320,12 @@ class CommCore final {
     CommParams params_;
     Engine* engine_;
     RecoveryPolicy policy_;
-    std::unique_ptr<FlowGate> gate_;          // null: not arbitrated
+    std::unique_ptr<FlowGate> gate_;  // null: not arbitrated
+    // The data streams run a congestion control that sends at SO_MAX_PACING_RATE
+    // (kToldRateCongestionControl): only those are paced (paceStreams). Set at construction
+    // from the first data stream; rejoined streams get the same socket options.
+    bool told_rate_cc_ = false;
+    std::vector<uint64_t> unsent_;            // paceStreams' scratch, per stream index
     std::unique_ptr<RecvObserver> observer_;  // null: receives not watched
     bool granted_ = false;                    // engine: holding the gate's grant
     uint64_t granted_bytes_ = 0;              // striped under the current grant

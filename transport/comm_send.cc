@@ -8,6 +8,7 @@
 
 #include "transport/comm_core.h"
 #include "transport/engine.h"
+#include "transport/pace.h"
 #include "transport/tcp_info.h"
 
 namespace atlas::transport {
@@ -149,6 +150,7 @@ void CommCore::pump() {
         }
     }
     bool written = true;  // every striped piece is in the kernel
+    bool paced = false;
     const Nanos now = params_.clock->nowNs();
     for (auto& s : streams_) {
         if (s == nullptr) {
@@ -156,6 +158,10 @@ void CommCore::pump() {
         }
         if (!s->send_op.in_flight && ledger_->unsent(s->index) > 0 &&
             (faults_ == nullptr || faults_->stalledUntil(s->index, now) == 0)) {
+            if (!paced && s->index > 0) {
+                paceStreams();  // once per pump, with every piece of this pass assigned
+                paced = true;
+            }
             startSend(*s);
         }
         written = written && (s->index == 0 || ledger_->unsent(s->index) == 0);
@@ -173,6 +179,56 @@ void CommCore::pump() {
         // Every piece is in the kernel: the flow's queue drained, give the link back.
         gate_->release(granted_bytes_, now);
         granted_ = false;
+    }
+}
+
+void CommCore::paceStreams() {
+    // Only streams whose congestion control sends at the rate it is told (atlas_rate,
+    // tcpcc/atlas_rate.bpf.c) are paced: under BBR a cap that binds once ends its STARTUP
+    // for good and the stream crosses at half the link from then on (docs/tcp-cc.md).
+    if (gate_ == nullptr || !told_rate_cc_) {
+        return;
+    }
+    const uint64_t pace_bps = gate_->paceBps();
+    if (pace_bps == 0 && gate_->budgetBytes() != UINT64_MAX) {
+        // Arbitrated but not granted (the budget was spent or the slot ended with pieces
+        // still queued, or the rate is unknown): those pieces were assigned under the last
+        // pace, so the caps stay until the gate opens (unarbitrated: no budget bound).
+        return;
+    }
+    // The grant's bytes are paced as a whole: each stream gets the share of the pace that
+    // its unsent bytes (queued in the ledger, or taken by the kernel and not yet sent) are of
+    // the flow's, so the streams finish together at the pace however the striper loaded them.
+    // (An even split over unevenly loaded streams sends below the pace as the lighter ones
+    // run dry: measured, the backward link carried 0.57-0.81 of its rate.) A stream with
+    // nothing unsent keeps the cap it had until it gets bytes again.
+    uint64_t total = 0;
+    for (size_t i = 1; i < streams_.size(); ++i) {
+        Stream* s = live(static_cast<int>(i));
+        unsent_[i] =
+            s != nullptr ? ledger_->queuedBytes(s->index) + kernelUnsentBytes(s->fd.get()) : 0;
+        total += unsent_[i];
+    }
+    constexpr uint64_t kPacingUnavailable = UINT64_MAX;
+    for (size_t i = 1; i < streams_.size(); ++i) {
+        Stream* s = live(static_cast<int>(i));
+        const uint64_t queued = unsent_[i];
+        if (s == nullptr || queued == 0) {
+            continue;  // paced when it next gets bytes
+        }
+        const uint64_t each = streamPaceBytes(pace_bps, queued, total);
+        if (s->pace_bytes == kPacingUnavailable || !paceChanged(s->pace_bytes, each)) {
+            continue;
+        }
+        const Status st = setMaxPacingRate(s->fd.get(), each);
+        if (st.isOk()) {
+            s->pace_bytes = each;
+        } else {
+            // Pacing is an optimization: warn once per stream and leave it as it is.
+            ATLAS_LOG_WARN(params_.logger, "stream %d: %s; its pace stays as it was", s->index,
+                           st.toString().c_str());
+            s->pace_bytes = kPacingUnavailable;  // tried: not again
+        }
     }
 }
 

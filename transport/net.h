@@ -28,10 +28,16 @@
 #include "atlas/common/status.h"
 #include "atlas/recv_observer.h"
 #include "atlas/stream_stats.h"
+#include "atlas/told_rate_cc.h"
 #include "transport/faults.h"
 #include "transport/recovery.h"
 
 namespace atlas::transport {
+
+// The congestion control that sends at the rate SO_MAX_PACING_RATE tells it and learns no
+// bandwidth of its own (tcpcc/atlas_rate.bpf.c; docs/tcp-cc.md): the only one the transport
+// paces, and registered per host by `atlas-tcp-cc register`.
+inline constexpr const char* kToldRateCongestionControl = ATLAS_TOLD_RATE_CC_NAME;
 
 enum class IoBackend { kAuto, kUring, kEpoll };
 enum class StripeMode {
@@ -68,10 +74,11 @@ struct TransportConfig {
     // Seal every frame (AES-256-GCM, transport/seal.h); needs auth_key; both sides must agree.
     bool encrypt = false;
     uint64_t link_bps = 10'000'000'000ull;  // assumed path rate for the automatic stream rule
-    // TCP congestion control of every stream (TCP_CONGESTION, ATLAS_TCP_CC); empty = the
-    // kernel's default. Transport::create tries it once: a kernel that refuses it (module
-    // missing, not in tcp_allowed_congestion_control without CAP_NET_ADMIN) gets a warning
-    // and the default, never a failed connection.
+    // TCP congestion control of every stream (TCP_CONGESTION, ATLAS_TCP_CC): a comma list of
+    // names, most wanted first; empty = the kernel's default. Transport::create tries them
+    // once, in order, and keeps the first the kernel takes; a kernel that refuses them all
+    // (module missing, not registered, not in tcp_allowed_congestion_control without
+    // CAP_NET_ADMIN) gets a warning and the default, never a failed connection.
     std::string congestion_control;
     // congestion_control is the default, not the user's choice: a refusal is logged at INFO
     // (a host without bbr is ordinary), not WARN.

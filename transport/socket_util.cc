@@ -2,10 +2,12 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -194,6 +196,22 @@ Result<Fd> startConnect(const SocketAddress& peer, const SocketOptions& opts) {
 
 Status setNotsentLowat(int fd, uint32_t bytes) {
     return setInt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, static_cast<int>(bytes), "TCP_NOTSENT_LOWAT");
+}
+
+Status setMaxPacingRate(int fd, uint64_t bytes_per_sec) {
+    // The option's unsigned long form (Linux 4.20+): rates beyond 32 bits (34 Gbit/s) too.
+    // ~0UL is "no cap", which is also what tells atlas_rate that no rate is told.
+    static_assert(sizeof(unsigned long) == sizeof(uint64_t), "64-bit only");
+    const unsigned long v = bytes_per_sec == 0 ? ~0UL : static_cast<unsigned long>(bytes_per_sec);
+    if (::setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, sizeof(v)) != 0) {
+        return Status::fromErrno("setsockopt(SO_MAX_PACING_RATE)", errno);
+    }
+    return Status::ok();
+}
+
+uint64_t kernelUnsentBytes(int fd) {
+    int n = 0;
+    return ::ioctl(fd, SIOCOUTQNSD, &n) == 0 && n > 0 ? static_cast<uint64_t>(n) : 0;
 }
 
 Nanos tcpInfoRttNs(int fd) {

@@ -72,6 +72,11 @@ Status setNotsentLowat(int fd, uint32_t bytes);
 // the kernel does not say).
 int setCongestionControl(int fd, const std::string& name);
 std::string congestionControl(int fd);
+// Caps how fast the kernel sends on the socket (SO_MAX_PACING_RATE, bytes/s; TCP paces
+// internally once it is set). 0: no cap.
+Status setMaxPacingRate(int fd, uint64_t bytes_per_sec);
+// Bytes the kernel took on a TCP socket and has not sent yet (SIOCOUTQNSD); 0 if unknown.
+uint64_t kernelUnsentBytes(int fd);
 // The kernel's smoothed RTT estimate for a connected TCP socket (TCP_INFO), 0 if unknown.
 Nanos tcpInfoRttNs(int fd);
 // Bytes sent/unacked/retransmitted for diagnostics. Returns false if unavailable.

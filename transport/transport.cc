@@ -32,11 +32,12 @@ void scratchSet(uint8_t* handle, Connector* c) {
     handleScratchSet(handle, kScratchMagic, c);
 }
 
-// The congestion control the streams will ask for: config's, when the kernel takes it on a
-// fresh socket, else empty (the kernel's default). No stream fails for it. The answer is
-// kept per name for the process's life, so its log line (what is in force; a refusal and
-// its likely cause) comes once per process, not once per Transport: the plugin makes one
-// per init, and NCCL inits once per communicator.
+// The congestion control the streams will ask for: the first of config's preferences (a
+// comma list, most wanted first) that the kernel takes on a fresh socket, else empty (the
+// kernel's default). No stream fails for it. The answer is kept per list for the process's
+// life, so its log line (what is in force; a refusal and its likely cause) comes once per
+// process, not once per Transport: the plugin makes one per init, and NCCL inits once per
+// communicator.
 std::string usableCongestionControl(const TransportConfig& config) {
     static std::mutex mu;
     static std::map<std::string, std::string> decided;  // wanted -> used ("" = the default)
@@ -50,7 +51,8 @@ std::string usableCongestionControl(const TransportConfig& config) {
         fd = makeTcpSocket(AF_INET6);
     }
     if (!fd.isOk()) {
-        return want;  // nothing to try it on: every stream tries, and keeps the default if not
+        // Nothing to try it on: every stream tries the first, and keeps the default if not.
+        return want.substr(0, want.find(','));
     }
     const std::string system = congestionControl(fd->get());
     std::string& used = decided[want];
@@ -61,25 +63,37 @@ std::string usableCongestionControl(const TransportConfig& config) {
                        system.c_str());
         return used;
     }
-    if (const int err = setCongestionControl(fd->get(), want); err != 0) {
+    std::string refusals;  // "name: why; ..." of the preferences the kernel refused
+    for (size_t pos = 0; pos <= want.size();) {
+        const size_t end = std::min(want.find(',', pos), want.size());
+        const std::string name = want.substr(pos, end - pos);
+        pos = end + 1;
+        const int err = setCongestionControl(fd->get(), name);
+        if (err == 0) {
+            ATLAS_LOG_INFO(config.logger,
+                           "streams use TCP congestion control %s (kernel default %s)%s%s",
+                           name.c_str(), system.c_str(),
+                           refusals.empty() ? "" : "; refused: ", refusals.c_str());
+            used = name;
+            return used;
+        }
         const std::string hint =
-            err == ENOENT ? "the kernel has no such module (modprobe tcp_" + want + ")"
+            name == kToldRateCongestionControl && err == ENOENT
+                ? "not registered: atlas-tcp-cc register, as root (docs/tcp-cc.md)"
+            : err == ENOENT ? "the kernel has no such module (modprobe tcp_" + name + ")"
             : err == EPERM
                 ? "not in net.ipv4.tcp_allowed_congestion_control, and the process lacks "
                   "CAP_NET_ADMIN"
                 : "ATLAS_TCP_CC=system uses the default without asking";
-        // Unasked (the default, bbr): a host without it is ordinary, so INFO. Named: WARN.
-        const LogLevel level =
-            config.congestion_control_is_default ? LogLevel::kInfo : LogLevel::kWarn;
-        config.logger.log(level, __FILE__, __LINE__,
-                          "TCP congestion control '%s' (ATLAS_TCP_CC) refused: %s (%s); streams "
-                          "use the kernel's default %s",
-                          want.c_str(), std::strerror(err), hint.c_str(), system.c_str());
-        return used;
+        refusals +=
+            (refusals.empty() ? "" : "; ") + name + ": " + std::strerror(err) + " (" + hint + ")";
     }
-    ATLAS_LOG_INFO(config.logger, "streams use TCP congestion control %s (kernel default %s)",
-                   want.c_str(), system.c_str());
-    used = want;
+    // Unasked (the default): a host without bbr is ordinary, so INFO. Named: WARN.
+    const LogLevel level = config.congestion_control_is_default ? LogLevel::kInfo : LogLevel::kWarn;
+    config.logger.log(level, __FILE__, __LINE__,
+                      "TCP congestion control '%s' (ATLAS_TCP_CC) refused: %s; streams use "
+                      "the kernel's default %s",
+                      want.c_str(), refusals.c_str(), system.c_str());
     return used;
 }
 }  // namespace

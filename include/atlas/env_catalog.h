@@ -34,8 +34,9 @@
     X(ATLAS_STRIPE, stripe, Enum<transport::StripeMode>, transport::StripeMode::kLoadAware, 0, 0, \
       "Chunk placement: load = least-queued stream, even = NCCL-socket-like even split")          \
     X(ATLAS_TCP_CC, tcp_cc, String, "bbr", 0, 0,                                                  \
-      "TCP congestion control of every stream (TCP_CONGESTION; 1-15 of a-z 0-9 _); system = "      \
-      "the kernel's default, which a name the kernel refuses also gets")                          \
+      "TCP congestion control of every stream (TCP_CONGESTION; 1-15 of a-z 0-9 _, or a comma "     \
+      "list, first taken wins); auto = atlas_rate where WAN flows are gated and it is "           \
+      "registered, else bbr; system = the kernel's default, which a name refused also gets")      \
     X(ATLAS_ENGINE_THREADS, engine_threads, Uint, 2, 1, 16,                                       \
       "Engine threads per process; they own every socket")                                        \
     X(ATLAS_IO, io, Enum<transport::IoBackend>, transport::IoBackend::kAuto, 0, 0,                \

@@ -181,7 +181,7 @@ AttachResult WanAdmission::attach(transport::SendComm& comm, uint64_t comm_id, i
     const bool arbiter_mode = !config_.arbiter_host.empty();
     // With an arbiter, its policy decides (fair there turns gating off); without one,
     // ATLAS_SHARING=fair means no gating at all.
-    if (!r.verdict.wan || (!arbiter_mode && config_.sharing == Sharing::kFair)) {
+    if (!r.verdict.wan || !config_.gatesWanFlows()) {
         r.mode = "none";
         return r;
     }

@@ -62,6 +62,11 @@ struct WanConfig {
     // ATLAS_HANDOFF_LEAD_US: a drained grant goes to the next waiter this long before its
     // bytes are through (sched::GrantHold's lead; the pipelined hand-off).
     Nanos handoff_lead_ns = sched::kDefaultHandoffLeadNs;
+
+    // Whether WAN flows are gated at all: by an arbiter (its policy decides), or node-local
+    // with a sharing other than fair. The one rule, for admission and for the streams'
+    // congestion control (ATLAS_TCP_CC=auto).
+    bool gatesWanFlows() const { return !arbiter_host.empty() || sharing != Sharing::kFair; }
 };
 
 // Parses ATLAS_DC_MAP, ATLAS_WAN_RTT_US, ATLAS_FLOW_CLASS, ATLAS_SHARING, ATLAS_ARBITER_CONNECT,

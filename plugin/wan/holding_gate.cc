@@ -11,7 +11,9 @@ void HoldingGate::publishLocked() {
     // The rate as of its last sample: neither LinkRate reads `now` (an estimate changes only
     // when a train arrives), so the publishers without a clock at hand (failOpen, a client's
     // reconnect) publish the same budget as the rest.
-    budget_.store(hold_.budgetBytes(rate_ ? rate_->bitsPerSec(0) : 0), std::memory_order_release);
+    const uint64_t bps = rate_ ? rate_->bitsPerSec(0) : 0;
+    budget_.store(hold_.budgetBytes(bps), std::memory_order_release);
+    pace_.store(hold_.paceBps(bps), std::memory_order_release);
     until_.store(hold_.untilNs(), std::memory_order_release);
 }
 

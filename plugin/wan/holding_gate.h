@@ -37,6 +37,7 @@ class HoldingGate : public FlowGate {
     bool acquire(uint64_t queued_bytes, Nanos now_ns) final;
     bool holds(Nanos now_ns) const final;
     uint64_t budgetBytes() const final { return budget_.load(std::memory_order_acquire); }
+    uint64_t paceBps() const final { return pace_.load(std::memory_order_acquire); }
     void release(uint64_t bytes, Nanos now_ns) final;
     // A receiver's message train: the link's rate learns from it (LinkRate::addSample).
     void onPathSample(uint64_t bytes, Nanos dispersion_ns, Nanos now_ns, Nanos stalled_ns) final {
@@ -90,10 +91,11 @@ class HoldingGate : public FlowGate {
 
   private:
     std::shared_ptr<LinkRate> rate_;
-    // hold_.untilNs() for holds() and hold_.budgetBytes() for budgetBytes(): written under
-    // mu_ (release), read lock-free (acquire).
+    // hold_.untilNs() for holds(), hold_.budgetBytes() for budgetBytes() and hold_.paceBps()
+    // for paceBps(): written under mu_ (release), read lock-free (acquire).
     std::atomic<Nanos> until_{0};
     std::atomic<uint64_t> budget_{0};
+    std::atomic<uint64_t> pace_{0};
 };
 
 }  // namespace atlas::plugin::wan

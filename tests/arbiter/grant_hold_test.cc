@@ -249,6 +249,26 @@ TEST(GrantHold, RenewalsKeepCountingAndUnwantedGrantsAreSaid) {
     EXPECT_EQ(g.grantBytes(), 0u);
 }
 
+TEST(GrantHold, AGrantIsPacedAtTheLinksRateWithHeadroomAndNothingElseIs) {
+    // An exclusive grant never needs to send faster than the link: what it sends above the
+    // link's rate queues at the bottleneck. Twice the rate: the header says why.
+    GrantHold h;
+    EXPECT_EQ(h.paceBps(kMBps), 0u) << "idle: nothing to pace";
+    EXPECT_EQ(h.acquire(0, kQueued, false), A::kAsk);
+    EXPECT_EQ(h.paceBps(kMBps), 0u) << "waiting";
+    EXPECT_EQ(h.onGrant(0, 100 * kNsPerMs), G::kWake);
+    EXPECT_EQ(h.acquire(0, kQueued, false), A::kHolds);
+    EXPECT_EQ(h.paceBps(kMBps), 2 * kMBps) << "granted: twice the rate";
+    EXPECT_EQ(h.paceBps(3 * kMBps), 6 * kMBps) << "the rate of the moment";
+    EXPECT_EQ(h.paceBps(0), 0u) << "unknown rate: unpaced, as the first grants are unheld";
+    EXPECT_EQ(h.paceBps(UINT64_MAX), UINT64_MAX) << "saturates";
+    EXPECT_EQ(h.release(10'000, 1 * kNsPerMs, kMBps), R::kHold);
+    EXPECT_EQ(h.paceBps(kMBps), 0u) << "draining: no new pace (the engine keeps its caps)";
+    GrantHold open;
+    open.open();
+    EXPECT_EQ(open.paceBps(kMBps), 0u) << "unarbitrated (fair, fail-open): TCP decides";
+}
+
 TEST(GrantHold, OpenSendsFreelyAndReleasesNothing) {
     GrantHold h;
     h.open();

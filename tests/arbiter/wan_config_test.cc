@@ -171,6 +171,18 @@ TEST(WanConfigTest, RegistryValuesReachTheConfig) {
     }
 }
 
+TEST(WanConfigTest, WanFlowsAreGatedByAnArbiterOrASharingOtherThanFair) {
+    WanConfig c;
+    EXPECT_FALSE(c.gatesWanFlows()) << "fair, node-local: no gating";
+    c.sharing = Sharing::kTemporal;
+    EXPECT_TRUE(c.gatesWanFlows());
+    c.sharing = Sharing::kWorkload;
+    EXPECT_TRUE(c.gatesWanFlows());
+    c.sharing = Sharing::kFair;
+    c.arbiter_host = "10.1.0.1";
+    EXPECT_TRUE(c.gatesWanFlows()) << "an arbiter's policy decides";
+}
+
 TEST(DaemonOptionsTest, FlagsBeatEnvironmentAndValuesAreChecked) {
     std::map<std::string, std::string> env = {{"ATLAS_SHARING", "workload"},
                                               {"ATLAS_ARBITER_LISTEN", "127.0.0.1:9000"}};

@@ -241,9 +241,16 @@ TEST(ParamsTest, NstreamsMayNotExceedMaxStreams) {
     EXPECT_TRUE(parseWith({{"ATLAS_NSTREAMS", "8"}, {"ATLAS_MAX_STREAMS", "8"}}).errors.empty());
 }
 
-TEST(ParamsTest, CongestionControlIsANameOrSystem) {
-    // Default: every stream asks for bbr (docs/env.md "ATLAS_TCP_CC" says why).
+TEST(ParamsTest, CongestionControlIsANameAutoOrSystem) {
+    // Default: every stream asks for bbr, gated or not (docs/env.md "ATLAS_TCP_CC" says why).
     EXPECT_EQ(makeTransportConfig(parseWith({}).params, 0).congestion_control, "bbr");
+    EXPECT_EQ(makeTransportConfig(parseWith({}).params, 0, true).congestion_control, "bbr");
+    EXPECT_TRUE(makeTransportConfig(parseWith({}).params, 0, true).congestion_control_is_default);
+    // auto: atlas_rate first (the told-rate sender, docs/tcp-cc.md) where WAN flows are
+    // gated, then bbr when the kernel lacks it; bbr where they are not.
+    const Params automatic = parseWith({{"ATLAS_TCP_CC", "auto"}}).params;
+    EXPECT_EQ(makeTransportConfig(automatic, 0, true).congestion_control, "atlas_rate,bbr");
+    EXPECT_EQ(makeTransportConfig(automatic, 0, false).congestion_control, "bbr");
     ParamsParse r = parseWith({{"ATLAS_TCP_CC", "cubic"}});
     ASSERT_TRUE(r.errors.empty());
     EXPECT_EQ(makeTransportConfig(r.params, 0).congestion_control, "cubic");
@@ -251,7 +258,11 @@ TEST(ParamsTest, CongestionControlIsANameOrSystem) {
     r = parseWith({{"ATLAS_TCP_CC", "system"}});
     ASSERT_TRUE(r.errors.empty());
     EXPECT_EQ(makeTransportConfig(r.params, 0).congestion_control, "");
-    for (const char* bad : {"BBR", "bbr;reboot", "a_name_of_16char", "bbr "}) {
+    r = parseWith({{"ATLAS_TCP_CC", "atlas_rate,cubic"}});
+    ASSERT_TRUE(r.errors.empty()) << "a list, most wanted first";
+    EXPECT_EQ(makeTransportConfig(r.params, 0).congestion_control, "atlas_rate,cubic");
+    for (const char* bad : {"BBR", "bbr;reboot", "a_name_of_16char", "bbr ", ",bbr", "bbr,",
+                            "bbr,,cubic"}) {
         r = parseWith({{"ATLAS_TCP_CC", bad}});
         ASSERT_EQ(r.errors.size(), 1u) << bad;
         EXPECT_NE(r.errors[0].find("ATLAS_TCP_CC"), std::string::npos) << r.errors[0];
