@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
+
+#include "options/value.h"
 
 namespace atlas::plugin {
 namespace {
@@ -38,24 +41,17 @@ Status loadKeyFile(const std::string& path, std::string* key) {
     return Status::ok();
 }
 
-// A kernel congestion control name (TCP_CA_NAME_MAX is 16 with the NUL) or "system".
-// A comma list of names, each 1-15 of a-z, 0-9, _ (what TCP_CONGESTION takes).
+// A comma list of kernel congestion control names, each 1-15 of a-z, 0-9, _
+// (TCP_CA_NAME_MAX is 16 with the NUL); "system" and "auto" are such names too.
 bool validCongestionControl(const std::string& list) {
-    size_t pos = 0;
-    while (true) {
-        const size_t end = std::min(list.find(',', pos), list.size());
-        const std::string_view name(list.data() + pos, end - pos);
-        if (name.empty() || name.size() >= 16 ||
-            !std::all_of(name.begin(), name.end(), [](char c) {
+    for (const std::string_view name : options::split(list, ',')) {
+        if (name.empty() || name.size() >= 16 || !std::all_of(name.begin(), name.end(), [](char c) {
                 return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
             })) {
             return false;
         }
-        if (end == list.size()) {
-            return true;
-        }
-        pos = end + 1;
     }
+    return true;
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
-#include <sstream>
 
 extern "C" {
 // tcpcc/embed.S: the object compiled from atlas_rate.bpf.c.

@@ -1,7 +1,7 @@
 // How a grant's pace is split over the data streams that carry the flow's bytes, for
 // streams that send at the rate they are told (atlas_rate; docs/tcp-cc.md). Pure: the
-// engine (CommCore::paceStreams) feeds it the ledger's queued bytes and applies the answers
-// with SO_MAX_PACING_RATE.
+// engine (CommCore::paceStreams) feeds it each stream's unsent bytes (the ledger's queued
+// ones plus the kernel's, SIOCOUTQNSD) and applies the answers with SO_MAX_PACING_RATE.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,9 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 
+#include "options/value.h"
 #include "transport/auth.h"
 #include "transport/reactor.h"
 #include "transport/setup.h"
@@ -64,10 +66,8 @@ std::string usableCongestionControl(const TransportConfig& config) {
         return used;
     }
     std::string refusals;  // "name: why; ..." of the preferences the kernel refused
-    for (size_t pos = 0; pos <= want.size();) {
-        const size_t end = std::min(want.find(',', pos), want.size());
-        const std::string name = want.substr(pos, end - pos);
-        pos = end + 1;
+    for (const std::string_view item : options::split(want, ',')) {
+        const std::string name(item);
         const int err = setCongestionControl(fd->get(), name);
         if (err == 0) {
             ATLAS_LOG_INFO(config.logger,

@@ -36,9 +36,10 @@ class FlowGate {
     // How fast, in bits/s, the flow's data streams may send together under that grant
     // (sched::GrantHold::paceBps: the link's rate with headroom); 0: no new pace (not
     // granted, or the rate unknown). Before a pump's first write the engine splits it over
-    // the streams that hold pieces the kernel has not taken (SO_MAX_PACING_RATE); a 0 keeps
-    // the caps it set, which are lifted once budgetBytes() is unbounded (the gate is open:
-    // unarbitrated). Engine thread, lock-free. Default: 0.
+    // the streams in proportion to their unsent bytes (SO_MAX_PACING_RATE), on streams that
+    // run atlas_rate only (docs/tcp-cc.md); a 0 keeps the caps it set, which are lifted once
+    // budgetBytes() is unbounded (the gate is open: unarbitrated). Engine thread, lock-free.
+    // Default: 0.
     virtual uint64_t paceBps() const { return 0; }
     // The flow's queue drained or its slot ended: the link is given back. `bytes` were sent
     // under the grant (for accounting and the workload-aware policy's learning).
